@@ -1,0 +1,1 @@
+//! Criterion benchmarks for BatchWeave live in `benches/`; this library is empty.

@@ -1,0 +1,120 @@
+//! `cargo xtask`: project automation for BatchWeave.
+//!
+//! | command | what it does |
+//! |---|---|
+//! | `cargo xtask ci` | fmt check, clippy `-D warnings`, docs with warnings denied, then `test` |
+//! | `cargo xtask test` | starts moto (S3), Azurite and SeaweedFS on 127.0.0.1, runs every test against them, stops them |
+//! | `cargo xtask servers` | starts the servers, prints their environment, waits for Enter, stops them |
+
+mod servers;
+
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+fn cargo() -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.current_dir(servers::root());
+    c
+}
+
+fn step(name: &str, cmd: &mut Command) -> Result<()> {
+    eprintln!("\n==> {name}");
+    let t0 = std::time::Instant::now();
+    let st = cmd.status().with_context(|| format!("running {name}"))?;
+    eprintln!("<== {name}: {st} in {:.1}s", t0.elapsed().as_secs_f64());
+    if !st.success() {
+        bail!("{name} failed");
+    }
+    Ok(())
+}
+
+fn has_nextest() -> bool {
+    cargo()
+        .args(["nextest", "--version"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn test() -> Result<()> {
+    let servers = servers::start(true)?;
+    let env = servers.env.clone();
+    let mut unit = cargo();
+    if has_nextest() {
+        unit.args([
+            "nextest",
+            "run",
+            "--workspace",
+            "--all-features",
+            "--no-fail-fast",
+            "--success-output",
+            "never",
+            "--failure-output",
+            "final",
+        ]);
+    } else {
+        unit.args(["test", "--workspace", "--all-features", "--no-fail-fast"]);
+    }
+    unit.envs(env.iter().cloned());
+    step(
+        "tests (memory, local, S3 on moto, Azure on Azurite, S3 on SeaweedFS)",
+        &mut unit,
+    )?;
+    let mut doc = cargo();
+    doc.args(["test", "--workspace", "--all-features", "--doc"])
+        .envs(env.iter().cloned());
+    step("doctests", &mut doc)?;
+    drop(servers);
+    Ok(())
+}
+
+fn ci() -> Result<()> {
+    step(
+        "cargo fmt --check",
+        cargo().args(["fmt", "--all", "--", "--check"]),
+    )?;
+    step(
+        "cargo clippy -D warnings",
+        cargo().args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--all-features",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    )?;
+    step(
+        "cargo doc (warnings denied)",
+        cargo()
+            .args(["doc", "--workspace", "--no-deps", "--all-features"])
+            .env("RUSTDOCFLAGS", "-Dwarnings"),
+    )?;
+    test()
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("ci") => ci(),
+        Some("test") => test(),
+        Some("servers") => {
+            let s = servers::start(true)?;
+            for (k, v) in &s.env {
+                println!("export {k}={v}");
+            }
+            eprintln!("xtask: servers up; press Enter to stop them");
+            let mut line = String::new();
+            let _ = std::io::stdin().read_line(&mut line);
+            drop(s);
+            Ok(())
+        }
+        _ => {
+            eprintln!("usage: cargo xtask <ci|test|servers>");
+            std::process::exit(2)
+        }
+    }
+}
