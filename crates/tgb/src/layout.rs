@@ -1,0 +1,339 @@
+//! Byte layout of a TGB object: constants, the trailer, and the encoder.
+//!
+//! ```text
+//! offset 0                                   footer_offset          object_size - 32
+//! | slice 0 | slice 1 | ... | slice D*C-1 | footer              | trailer (32 bytes) |
+//!                                         | header (20 bytes)   |
+//!                                         | D*C entries (20 B)  |
+//! ```
+//!
+//! Slice id of `(d, c)` is `d * C + c`; slices are stored back to back in id order, so the
+//! `C` chunks of one DP replica form one contiguous byte range. All integers are
+//! little-endian. The full field-by-field description is `docs/format-tgb.md`.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::TgbError;
+
+/// Format version written by this build and the only one it reads.
+pub const FORMAT_VERSION: u16 = 1;
+/// First 8 bytes of every footer.
+pub const FOOTER_MAGIC: [u8; 8] = *b"BWTGBFTR";
+/// Last 8 bytes of every TGB object.
+pub const TRAILER_MAGIC: [u8; 8] = *b"BWTGB\0v1";
+/// Length of the footer header: magic (8), version (2), reserved (2), D (4), C (4).
+pub const FOOTER_HEADER_LEN: usize = 20;
+/// Length of one footer entry: offset (8), length (8), crc32 (4).
+pub const FOOTER_ENTRY_LEN: usize = 20;
+/// Length of the trailer at the end of every TGB object.
+pub const TRAILER_LEN: usize = 32;
+/// Largest number of slices (`D * C`) a TGB may have. Bounds the footer at about 1.3 MB.
+pub const MAX_SLICES: u32 = 65_536;
+
+/// Footer length in bytes for a grid of `slices` slices: `20 + 20 * slices`.
+pub const fn footer_len(slices: u32) -> u64 {
+    FOOTER_HEADER_LEN as u64 + FOOTER_ENTRY_LEN as u64 * slices as u64
+}
+
+/// Number of slices of a `dp x cp` grid, rejecting zero degrees and grids above
+/// [`MAX_SLICES`].
+pub(crate) fn checked_slices(dp: u32, cp: u32) -> Result<u32, TgbError> {
+    if dp == 0 || cp == 0 {
+        return Err(TgbError::InvalidGrid {
+            dp,
+            cp,
+            reason: "DP and CP must be at least 1",
+        });
+    }
+    let n = u64::from(dp) * u64::from(cp);
+    match u32::try_from(n) {
+        Ok(n) if n <= MAX_SLICES => Ok(n),
+        _ => Err(TgbError::InvalidGrid {
+            dp,
+            cp,
+            reason: "D * C exceeds MAX_SLICES (65536)",
+        }),
+    }
+}
+
+/// The fixed-size record at the very end of a TGB object; it locates the footer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Trailer {
+    /// Byte offset of the footer in the object (= total payload bytes).
+    pub footer_offset: u64,
+    /// Footer length in bytes.
+    pub footer_length: u32,
+    /// CRC32 (IEEE, as computed by `crc32fast`) of the footer bytes.
+    pub footer_crc32: u32,
+    /// Format version of the object.
+    pub version: u16,
+}
+
+impl Trailer {
+    /// The 32 trailer bytes.
+    pub fn to_bytes(&self) -> [u8; TRAILER_LEN] {
+        let mut out = [0u8; TRAILER_LEN];
+        out[0..8].copy_from_slice(&self.footer_offset.to_le_bytes());
+        out[8..12].copy_from_slice(&self.footer_length.to_le_bytes());
+        out[12..16].copy_from_slice(&self.footer_crc32.to_le_bytes());
+        out[16..18].copy_from_slice(&self.version.to_le_bytes());
+        // 18..24 reserved, zero.
+        out[24..32].copy_from_slice(&TRAILER_MAGIC);
+        out
+    }
+}
+
+/// Decodes the trailer from the LAST [`TRAILER_LEN`] bytes of `bytes` (pass exactly the
+/// suffix read, or the whole object).
+///
+/// Checks the magic, the version and the reserved bytes, and that the footer length is a
+/// possible footer length (`20 + 20 * n` with `1 <= n <= MAX_SLICES`). The footer itself is
+/// checked by [`decode_footer`](crate::decode_footer).
+pub fn decode_trailer(bytes: &[u8]) -> Result<Trailer, TgbError> {
+    const WHAT: &str = "TGB trailer";
+    let start = bytes
+        .len()
+        .checked_sub(TRAILER_LEN)
+        .ok_or(TgbError::Length {
+            what: WHAT,
+            expected: TRAILER_LEN as u64,
+            actual: bytes.len() as u64,
+        })?;
+    let t: &[u8; TRAILER_LEN] =
+        bytes
+            .get(start..)
+            .and_then(|s| s.try_into().ok())
+            .ok_or(TgbError::Length {
+                what: WHAT,
+                expected: TRAILER_LEN as u64,
+                actual: 0,
+            })?;
+    if t[24..32] != TRAILER_MAGIC {
+        return Err(TgbError::BadMagic { what: WHAT });
+    }
+    let version = u16::from_le_bytes([t[16], t[17]]);
+    if version != FORMAT_VERSION {
+        return Err(TgbError::UnsupportedVersion {
+            what: WHAT,
+            version,
+            supported: FORMAT_VERSION,
+        });
+    }
+    if t[18..24].iter().any(|&b| b != 0) {
+        return Err(TgbError::ReservedNotZero { what: WHAT });
+    }
+    let trailer = Trailer {
+        footer_offset: u64::from_le_bytes([t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]]),
+        footer_length: u32::from_le_bytes([t[8], t[9], t[10], t[11]]),
+        footer_crc32: u32::from_le_bytes([t[12], t[13], t[14], t[15]]),
+        version,
+    };
+    let len = u64::from(trailer.footer_length);
+    let entries = len
+        .checked_sub(FOOTER_HEADER_LEN as u64)
+        .unwrap_or(u64::MAX);
+    if entries == 0
+        || !entries.is_multiple_of(FOOTER_ENTRY_LEN as u64)
+        || entries / FOOTER_ENTRY_LEN as u64 > u64::from(MAX_SLICES)
+    {
+        return Err(TgbError::LayoutMismatch {
+            reason: "trailer footer length is not 20 + 20*n for 1 <= n <= 65536",
+            expected: footer_len(1),
+            actual: len,
+        });
+    }
+    Ok(trailer)
+}
+
+/// A TGB encoded into its parts, ready to upload (as one object, possibly multipart).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct EncodedTgb {
+    /// The object's parts in order: the `D * C` slices (the caller's buffers, not copied),
+    /// then one buffer holding footer + trailer.
+    pub parts: Vec<Bytes>,
+    /// DP degree.
+    pub dp: u32,
+    /// CP degree.
+    pub cp: u32,
+    /// Total object size in bytes.
+    pub object_size: u64,
+    /// Offset of the footer (= `payload_bytes`).
+    pub footer_offset: u64,
+    /// Footer length in bytes (without the trailer).
+    pub footer_length: u32,
+    /// CRC32 of the footer bytes; the manifest records it with offset and length.
+    pub footer_crc32: u32,
+    /// Sum of all slice lengths.
+    pub payload_bytes: u64,
+}
+
+impl EncodedTgb {
+    /// Concatenates the parts into one contiguous buffer (copies the payload).
+    pub fn to_bytes(&self) -> Bytes {
+        match self.parts.as_slice() {
+            [only] => only.clone(),
+            parts => {
+                let mut out =
+                    BytesMut::with_capacity(usize::try_from(self.object_size).unwrap_or(0));
+                for p in parts {
+                    out.put_slice(p);
+                }
+                out.freeze()
+            }
+        }
+    }
+
+    /// The footer bytes alone (what a reader fetches with the manifest's footer range).
+    pub fn footer(&self) -> Bytes {
+        let tail = self.parts.last().cloned().unwrap_or_default();
+        tail.slice(..tail.len().saturating_sub(TRAILER_LEN))
+    }
+}
+
+/// Encodes a `dp x cp` TGB from its slices, given in slice-id order (`d * cp + c`).
+///
+/// The slices are not copied: they become the first parts of [`EncodedTgb::parts`].
+/// Rejects zero degrees, grids above [`MAX_SLICES`] and a slice count other than `dp * cp`.
+pub fn encode_tgb(dp: u32, cp: u32, slices: Vec<Bytes>) -> Result<EncodedTgb, TgbError> {
+    let n = checked_slices(dp, cp)?;
+    if slices.len() as u64 != u64::from(n) {
+        return Err(TgbError::SliceCountMismatch {
+            dp,
+            cp,
+            expected: u64::from(n),
+            actual: slices.len() as u64,
+        });
+    }
+    let footer_length = footer_len(n);
+    let mut tail = BytesMut::with_capacity(footer_length as usize + TRAILER_LEN);
+    tail.put_slice(&FOOTER_MAGIC);
+    tail.put_u16_le(FORMAT_VERSION);
+    tail.put_u16_le(0);
+    tail.put_u32_le(dp);
+    tail.put_u32_le(cp);
+    let mut offset: u64 = 0;
+    for s in &slices {
+        let len = s.len() as u64;
+        tail.put_u64_le(offset);
+        tail.put_u64_le(len);
+        tail.put_u32_le(crc32fast::hash(s));
+        offset = offset.checked_add(len).ok_or(TgbError::SizeOverflow)?;
+    }
+    let footer_crc32 = crc32fast::hash(&tail);
+    let footer_length = u32::try_from(footer_length).map_err(|_| TgbError::SizeOverflow)?;
+    let trailer = Trailer {
+        footer_offset: offset,
+        footer_length,
+        footer_crc32,
+        version: FORMAT_VERSION,
+    };
+    tail.put_slice(&trailer.to_bytes());
+    let object_size = offset
+        .checked_add(tail.len() as u64)
+        .ok_or(TgbError::SizeOverflow)?;
+    let mut parts = slices;
+    parts.push(tail.freeze());
+    Ok(EncodedTgb {
+        parts,
+        dp,
+        cp,
+        object_size,
+        footer_offset: offset,
+        footer_length,
+        footer_crc32,
+        payload_bytes: offset,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_bad_grids() {
+        assert!(matches!(
+            encode_tgb(0, 1, vec![]),
+            Err(TgbError::InvalidGrid { .. })
+        ));
+        assert!(matches!(
+            encode_tgb(1, 0, vec![]),
+            Err(TgbError::InvalidGrid { .. })
+        ));
+        assert!(matches!(
+            encode_tgb(65_537, 1, vec![]),
+            Err(TgbError::InvalidGrid { .. })
+        ));
+        assert!(matches!(
+            encode_tgb(u32::MAX, u32::MAX, vec![]),
+            Err(TgbError::InvalidGrid { .. })
+        ));
+        let err = encode_tgb(2, 2, vec![Bytes::new(); 3]).unwrap_err();
+        assert!(matches!(
+            err,
+            TgbError::SliceCountMismatch {
+                expected: 4,
+                actual: 3,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn max_grid_is_accepted() {
+        let enc = encode_tgb(256, 256, vec![Bytes::new(); 65_536]).unwrap();
+        assert_eq!(u64::from(enc.footer_length), footer_len(MAX_SLICES));
+        assert_eq!(enc.object_size, footer_len(MAX_SLICES) + TRAILER_LEN as u64);
+    }
+
+    #[test]
+    fn parts_are_zero_copy_and_sizes_add_up() {
+        let a = Bytes::from_static(b"hello");
+        let b = Bytes::from_static(b"world!");
+        let enc = encode_tgb(2, 1, vec![a.clone(), b.clone()]).unwrap();
+        assert_eq!(enc.parts[0].as_ptr(), a.as_ptr());
+        assert_eq!(enc.parts[1].as_ptr(), b.as_ptr());
+        assert_eq!(enc.payload_bytes, 11);
+        assert_eq!(enc.footer_offset, 11);
+        assert_eq!(enc.object_size, 11 + 60 + 32);
+        let all = enc.to_bytes();
+        assert_eq!(all.len() as u64, enc.object_size);
+        assert_eq!(&all[..11], b"helloworld!");
+        assert_eq!(crc32fast::hash(&enc.footer()), enc.footer_crc32);
+        let t = decode_trailer(&all).unwrap();
+        assert_eq!(t.footer_offset, 11);
+        assert_eq!(t.footer_length, 60);
+        assert_eq!(t.footer_crc32, enc.footer_crc32);
+    }
+
+    #[test]
+    fn trailer_rejects_short_and_bad_lengths() {
+        assert!(matches!(
+            decode_trailer(&[0u8; 31]),
+            Err(TgbError::Length { .. })
+        ));
+        let mut t = Trailer {
+            footer_offset: 0,
+            footer_length: 20,
+            footer_crc32: 0,
+            version: 1,
+        };
+        assert!(matches!(
+            decode_trailer(&t.to_bytes()),
+            Err(TgbError::LayoutMismatch { .. })
+        ));
+        t.footer_length = 41;
+        assert!(matches!(
+            decode_trailer(&t.to_bytes()),
+            Err(TgbError::LayoutMismatch { .. })
+        ));
+        t.footer_length = 40;
+        assert_eq!(decode_trailer(&t.to_bytes()).unwrap(), t);
+        t.version = 2;
+        assert!(matches!(
+            decode_trailer(&t.to_bytes()),
+            Err(TgbError::UnsupportedVersion { .. })
+        ));
+    }
+}
