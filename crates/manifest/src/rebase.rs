@@ -1,0 +1,280 @@
+//! The commit/rebase merge (paper section 5.1, DESIGN.md "Commit protocol"),
+//! as pure functions: no I/O, time comes in as an argument.
+//!
+//! ```text
+//!  base M(v) ──trim──► M(v).tgbs[drop..] ++ my new TGBs ──► candidate M(v+1)
+//!                      other producers' entries verbatim, my entry updated
+//!
+//!  create manifests/<v+1> ─ok──► committed (all my TGBs visible at v+1)
+//!         │
+//!         └─AlreadyExists──► read the winner M(v+1), rebase on it, try v+2
+//! ```
+//!
+//! Rules for the caller's own entry `e = base.producers[producer_id]`:
+//!
+//! | base entry                                     | outcome                                   |
+//! |------------------------------------------------|-------------------------------------------|
+//! | `e.epoch > epoch`                              | [`RebaseError::Fenced`]                   |
+//! | `e.epoch == epoch`, other incarnation          | [`RebaseError::Fenced`]                   |
+//! | same epoch and incarnation ("ours")            | pending sequences `<= e.last_sequence` are already committed (a lost reply) and skipped; the rest must start at `e.last_sequence + 1` |
+//! | `e.epoch < epoch` or no entry ("claim")        | all pending TGBs are new and must start at `e.last_sequence + 1` (1 without an entry); a claim without TGBs must carry `e.source_offset` |
+
+use crate::envelope::DecodeLimits;
+use crate::error::RebaseError;
+use crate::keys::validate_producer_id;
+use crate::pb::{Manifest, ProducerState, TgbDescriptor};
+use crate::validate::validate_descriptor;
+
+/// One producer's uncommitted work, the input of [`rebase`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Pending {
+    /// The stable producer id.
+    pub producer_id: String,
+    /// The epoch of this incarnation.
+    pub epoch: u64,
+    /// The random nonce of this incarnation.
+    pub incarnation: u64,
+    /// This producer's uncommitted TGBs: ascending, contiguous sequences,
+    /// each carrying `producer_id` and `epoch`. May include TGBs whose commit
+    /// reply was lost; they are recognised and not appended twice.
+    pub tgbs: Vec<TgbDescriptor>,
+    /// Source offset after the last pending TGB (the resume point once
+    /// everything here is committed).
+    pub source_offset: u64,
+    /// Unix milliseconds, recorded as `committed_at_ms` / `last_commit_ms`.
+    pub now_ms: u64,
+}
+
+/// Whether a producer's TGBs up to some sequence are in a manifest version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitStatus {
+    /// The entry has this epoch and incarnation and covers the sequence.
+    Committed,
+    /// Not (yet) committed: the caller may retry.
+    NotCommitted,
+    /// Another incarnation owns the producer id: the caller must stop.
+    Fenced {
+        /// Epoch recorded in the manifest.
+        epoch: u64,
+        /// Incarnation recorded in the manifest.
+        incarnation: u64,
+    },
+}
+
+impl Manifest {
+    /// The state before the first commit: version 0, no TGBs, no producers.
+    /// Version 0 is never written; the first real version is 1.
+    pub fn genesis() -> Self {
+        Self::default()
+    }
+}
+
+/// Global step of `m.tgbs[index]`, or `None` if the index is out of range.
+pub fn step_of(m: &Manifest, index: usize) -> Option<u64> {
+    if index >= m.tgbs.len() {
+        return None;
+    }
+    m.first_step.checked_add(u64::try_from(index).ok()?)
+}
+
+/// The descriptor of global step `step`, if it is retained in `m`.
+pub fn find_step(m: &Manifest, step: u64) -> Option<&TgbDescriptor> {
+    let index = usize::try_from(step.checked_sub(m.first_step)?).ok()?;
+    m.tgbs.get(index)
+}
+
+/// The last retained global step of `m` (`None` if `m` retains no TGB).
+pub fn last_step(m: &Manifest) -> Option<u64> {
+    let len = u64::try_from(m.tgbs.len()).ok()?;
+    m.first_step.checked_add(len.checked_sub(1)?)
+}
+
+/// Reports whether `producer_id`'s TGBs up to `last_sequence` are committed
+/// in `m` by the incarnation `(epoch, incarnation)`.
+///
+/// `Committed` if the entry has this epoch and incarnation and its
+/// `last_sequence >= last_sequence`; `Fenced` if the entry has a newer epoch
+/// or the same epoch with another incarnation; `NotCommitted` otherwise.
+pub fn commit_status(
+    m: &Manifest,
+    producer_id: &str,
+    epoch: u64,
+    incarnation: u64,
+    last_sequence: u64,
+) -> CommitStatus {
+    let Some(e) = m.producers.get(producer_id) else {
+        return CommitStatus::NotCommitted;
+    };
+    if e.epoch > epoch || (e.epoch == epoch && e.incarnation != incarnation) {
+        return CommitStatus::Fenced {
+            epoch: e.epoch,
+            incarnation: e.incarnation,
+        };
+    }
+    if e.epoch == epoch && e.last_sequence >= last_sequence {
+        CommitStatus::Committed
+    } else {
+        CommitStatus::NotCommitted
+    }
+}
+
+fn invalid(reason: String) -> RebaseError {
+    RebaseError::InvalidPending { reason }
+}
+
+/// Checks the pending batch on its own: valid id, TGBs of this producer and
+/// epoch, sequences >= 1, ascending and contiguous.
+fn check_pending(p: &Pending) -> Result<(), RebaseError> {
+    validate_producer_id(&p.producer_id).map_err(|e| invalid(e.to_string()))?;
+    let mut prev: Option<u64> = None;
+    for t in &p.tgbs {
+        if t.producer_id != p.producer_id || t.epoch != p.epoch {
+            return Err(invalid(format!(
+                "TGB {:?} belongs to producer {:?} epoch {}, not {:?} epoch {}",
+                t.key, t.producer_id, t.epoch, p.producer_id, p.epoch
+            )));
+        }
+        if t.sequence == 0 {
+            return Err(invalid("sequence 0 (sequences start at 1)".to_owned()));
+        }
+        if let Some(prev) = prev
+            && prev.checked_add(1) != Some(t.sequence)
+        {
+            return Err(invalid(format!(
+                "sequences not ascending and contiguous: {prev} then {}",
+                t.sequence
+            )));
+        }
+        prev = Some(t.sequence);
+    }
+    Ok(())
+}
+
+/// Builds the candidate version `base.version + 1` from `base` and the
+/// caller's pending TGBs (see the module docs for the rules).
+///
+/// `trim_below_step` drops leading descriptors whose step is below it
+/// (clamped: `first_step` never decreases and never exceeds the base's
+/// total); pass 0 to trim nothing.
+pub fn rebase(
+    base: &Manifest,
+    pending: &Pending,
+    trim_below_step: u64,
+) -> Result<Manifest, RebaseError> {
+    check_pending(pending)?;
+    let id = pending.producer_id.as_str();
+    let version = base
+        .version
+        .checked_add(1)
+        .ok_or(RebaseError::Overflow { what: "version" })?;
+    let entry = base.producers.get(id);
+    let ours = match entry {
+        Some(e)
+            if e.epoch > pending.epoch
+                || (e.epoch == pending.epoch && e.incarnation != pending.incarnation) =>
+        {
+            return Err(RebaseError::Fenced {
+                producer_id: id.to_owned(),
+                ours: (pending.epoch, pending.incarnation),
+                theirs: (e.epoch, e.incarnation),
+            });
+        }
+        Some(e) => e.epoch == pending.epoch,
+        None => false,
+    };
+    let committed_seq = entry.map_or(0, |e| e.last_sequence);
+    // In a claim nothing pending can be committed yet (the TGBs carry the new epoch).
+    let already = if ours { committed_seq } else { 0 };
+    let new: &[TgbDescriptor] = match pending.tgbs.iter().position(|t| t.sequence > already) {
+        Some(at) => pending.tgbs.get(at..).unwrap_or_default(),
+        None => &[],
+    };
+    let pending_last = pending.tgbs.last().map(|t| t.sequence);
+    if ours && pending_last.is_some_and(|last| last < committed_seq) {
+        return Err(invalid(format!(
+            "the manifest already holds sequence {committed_seq} of this incarnation, \
+             beyond the last pending sequence {}",
+            pending_last.unwrap_or_default()
+        )));
+    }
+    if let Some(first) = new.first() {
+        let expected = committed_seq
+            .checked_add(1)
+            .ok_or(RebaseError::Overflow { what: "sequence" })?;
+        if first.sequence != expected {
+            return Err(RebaseError::SequenceGap {
+                producer_id: id.to_owned(),
+                expected,
+                found: first.sequence,
+            });
+        }
+    } else if let Some(e) = entry.filter(|_| !ours && pending.tgbs.is_empty())
+        && e.source_offset != pending.source_offset
+    {
+        return Err(RebaseError::StaleRecovery {
+            producer_id: id.to_owned(),
+            committed: e.source_offset,
+            claimed: pending.source_offset,
+        });
+    }
+
+    let retained_len =
+        u64::try_from(base.tgbs.len()).map_err(|_| RebaseError::Overflow { what: "total_tgbs" })?;
+    let base_total = base
+        .first_step
+        .checked_add(retained_len)
+        .ok_or(RebaseError::Overflow { what: "total_tgbs" })?;
+    let first_step = base.first_step.max(trim_below_step.min(base_total));
+    let drop = usize::try_from(first_step - base.first_step).unwrap_or(usize::MAX);
+    let kept = base.tgbs.get(drop..).unwrap_or_default();
+
+    let limits = DecodeLimits {
+        max_grid: u64::MAX,
+        ..DecodeLimits::default()
+    };
+    let mut tgbs = Vec::with_capacity(kept.len().saturating_add(new.len()));
+    tgbs.extend_from_slice(kept);
+    for t in new {
+        let mut d = t.clone();
+        d.visible_version = version;
+        validate_descriptor(tgbs.len(), &d, version, &limits)
+            .map_err(|e| invalid(e.to_string()))?;
+        tgbs.push(d);
+    }
+    let retained_bytes = tgbs
+        .iter()
+        .try_fold(0u64, |sum, d| sum.checked_add(d.object_size))
+        .ok_or(RebaseError::Overflow {
+            what: "retained_bytes",
+        })?;
+    let total_tgbs = u64::try_from(tgbs.len())
+        .ok()
+        .and_then(|n| first_step.checked_add(n))
+        .ok_or(RebaseError::Overflow { what: "total_tgbs" })?;
+    let appended = u64::try_from(new.len()).unwrap_or(u64::MAX);
+    let state = ProducerState {
+        epoch: pending.epoch,
+        incarnation: pending.incarnation,
+        source_offset: pending.source_offset,
+        last_sequence: new.last().map_or(committed_seq, |t| t.sequence),
+        last_commit_version: version,
+        tgbs_committed: entry
+            .map_or(0, |e| e.tgbs_committed)
+            .checked_add(appended)
+            .ok_or(RebaseError::Overflow {
+                what: "tgbs_committed",
+            })?,
+        last_commit_ms: pending.now_ms,
+    };
+    let mut producers = base.producers.clone();
+    producers.insert(id.to_owned(), state);
+    Ok(Manifest {
+        version,
+        first_step,
+        tgbs,
+        producers,
+        committed_at_ms: pending.now_ms,
+        total_tgbs,
+        retained_bytes,
+    })
+}
