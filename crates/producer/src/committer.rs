@@ -1,0 +1,416 @@
+//! The commit loop (paper Algorithm 1 with DESIGN.md's additions).
+//!
+//! ```text
+//!            append() ──TGB refs──▶ pending ──policy says go──▶ attempt
+//!                                                              │
+//!   rebase(base, pending, low_water) ─▶ candidate v+1 ─▶ create manifests/<v+1>
+//!        ▲                                                      │
+//!        │  Conflict / Ambiguous: newest ≥ v+1, commit_status   │ Ok
+//!        │    Committed  ─▶ it was ours (lost reply): done      ▼
+//!        │    Fenced     ─▶ stop                     read gc/boundary
+//!        └─── NotCommitted ◀── ghost (v+1 < min_live) ──┘  else: done
+//! ```
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use batchweave_dac::{AttemptOutcome, CommitPolicy, Decision};
+use batchweave_manifest::{
+    CommitStatus, GcBoundary, Manifest, Pending, TgbDescriptor, commit_status, manifest_key,
+    rebase, try_encode_manifest,
+};
+use batchweave_store::{StoreError, StreamStore};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::sync::{Semaphore, mpsc, oneshot};
+use tracing::Instrument;
+
+use crate::ProducerError;
+use crate::chain;
+use crate::settings::{FailPoint, FailPoints, ProducerSettings};
+use crate::stats::ProducerStats;
+
+/// Messages from the producer handle to its committer.
+pub(crate) enum Msg {
+    Tgb(TgbDescriptor),
+    Flush(oneshot::Sender<Result<(), ProducerError>>),
+}
+
+pub(crate) struct Shared {
+    pub(crate) stats: Mutex<ProducerStats>,
+    pub(crate) fatal: Mutex<Option<Arc<ProducerError>>>,
+}
+
+impl Shared {
+    pub(crate) fn stats_mut<R>(&self, f: impl FnOnce(&mut ProducerStats) -> R) -> R {
+        let mut g = self.stats.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut g)
+    }
+
+    pub(crate) fn fatal(&self) -> Option<Arc<ProducerError>> {
+        self.fatal.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub(crate) fn set_fatal(&self, e: ProducerError) -> Arc<ProducerError> {
+        let e = Arc::new(e);
+        let mut g = self.fatal.lock().unwrap_or_else(|p| p.into_inner());
+        g.get_or_insert_with(|| e.clone()).clone()
+    }
+}
+
+/// Identity of this incarnation.
+#[derive(Debug, Clone)]
+pub(crate) struct Identity {
+    pub(crate) id: String,
+    pub(crate) epoch: u64,
+    pub(crate) incarnation: u64,
+}
+
+pub(crate) struct Committer {
+    pub(crate) store: StreamStore,
+    pub(crate) me: Identity,
+    pub(crate) settings: ProducerSettings,
+    pub(crate) fail: FailPoints,
+    pub(crate) base: Manifest,
+    pub(crate) boundary: GcBoundary,
+    pub(crate) pending: VecDeque<TgbDescriptor>,
+    pub(crate) policy: Box<dyn CommitPolicy>,
+    pub(crate) rng: StdRng,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) permits: Arc<Semaphore>,
+    /// Time spent reading the chain since the last attempt (part of tau).
+    read_cost: Duration,
+}
+
+/// Result of one attempt.
+enum Attempt {
+    Committed,
+    Conflict,
+}
+
+impl Committer {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        store: StreamStore,
+        me: Identity,
+        settings: ProducerSettings,
+        fail: FailPoints,
+        base: Manifest,
+        boundary: GcBoundary,
+        shared: Arc<Shared>,
+        permits: Arc<Semaphore>,
+    ) -> Self {
+        let seed = settings
+            .seed
+            .map_or_else(|| StdRng::from_os_rng().random(), |s| s ^ 0x00c0_ffee);
+        Self {
+            policy: settings.policy.build(),
+            rng: StdRng::seed_from_u64(seed),
+            store,
+            me,
+            settings,
+            fail,
+            base,
+            boundary,
+            pending: VecDeque::new(),
+            shared,
+            permits,
+            read_cost: Duration::ZERO,
+        }
+    }
+
+    fn crash_if(&self, p: FailPoint) -> Result<(), ProducerError> {
+        if self.fail.fires(p) {
+            Err(ProducerError::Crashed(p))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Commits a version with no TGBs that records this incarnation's epoch
+    /// (the claim that fences older incarnations). Retries until it lands.
+    pub(crate) async fn claim(&mut self) -> Result<(), ProducerError> {
+        loop {
+            if let Attempt::Committed = self.attempt(0).await? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// How many pending TGBs `max_lag` lets this attempt commit.
+    fn lag_allowance(&self, want: usize) -> usize {
+        match self.settings.max_lag {
+            None => want,
+            Some(lag) => {
+                let limit = self.boundary.low_water_step.saturating_add(lag);
+                let room = limit.saturating_sub(self.base.total_tgbs);
+                want.min(usize::try_from(room).unwrap_or(usize::MAX))
+            }
+        }
+    }
+
+    /// One commit attempt of the first `n` pending TGBs.
+    async fn attempt(&mut self, n: usize) -> Result<Attempt, ProducerError> {
+        let clock = self.store.clock().clone();
+        let t0 = clock.now();
+        let tgbs: Vec<TgbDescriptor> = self.pending.iter().take(n).cloned().collect();
+        let last_seq = match tgbs.last() {
+            Some(d) => d.sequence,
+            None => self
+                .base
+                .producers
+                .get(&self.me.id)
+                .map_or(0, |e| e.last_sequence),
+        };
+        let source_offset = match tgbs.last() {
+            Some(d) => d.source_offset,
+            None => self
+                .base
+                .producers
+                .get(&self.me.id)
+                .map_or(0, |e| e.source_offset),
+        };
+        let pending = Pending {
+            producer_id: self.me.id.clone(),
+            epoch: self.me.epoch,
+            incarnation: self.me.incarnation,
+            tgbs,
+            source_offset,
+            now_ms: clock.unix_millis(),
+        };
+        let candidate = rebase(&self.base, &pending, self.boundary.low_water_step)
+            .map_err(ProducerError::from_rebase)?;
+        let v = candidate.version;
+        let span = tracing::debug_span!("commit", producer = %self.me.id, version = v, tgbs = n);
+        let bytes = try_encode_manifest(&candidate, &self.settings.limits)?;
+        self.crash_if(FailPoint::BeforeCreate)?;
+        let created = self
+            .store
+            .create(&manifest_key(v), bytes)
+            .instrument(span.clone())
+            .await;
+        self.crash_if(FailPoint::AfterCreate)?;
+        let create_time = clock.now().saturating_duration_since(t0);
+        let tau = create_time + std::mem::take(&mut self.read_cost);
+        self.shared.stats_mut(|s| {
+            s.attempts += 1;
+            s.commit_time += create_time;
+        });
+
+        let outcome = match created {
+            Ok(()) => {
+                let r0 = clock.now();
+                self.boundary = chain::read_boundary(&self.store, &self.settings.limits).await?;
+                self.read_cost += clock.now().saturating_duration_since(r0);
+                if v < self.boundary.min_live_version {
+                    // Ghost commit: GC had deleted this version number; the
+                    // object we created is in no live chain. Not committed.
+                    tracing::warn!(parent: &span, version = v, min_live = self.boundary.min_live_version, "ghost commit detected, treating as conflict");
+                    self.shared.stats_mut(|s| s.ghost_commits_prevented += 1);
+                    self.resync(self.boundary.min_live_version).await?;
+                    self.classify_after_conflict(last_seq, n, false)?
+                } else {
+                    self.base = candidate;
+                    self.finish_commit(n);
+                    Attempt::Committed
+                }
+            }
+            Err(e @ (StoreError::Conflict { .. } | StoreError::Ambiguous { .. })) => {
+                let ambiguous = e.is_ambiguous();
+                self.shared.stats_mut(|s| {
+                    if ambiguous {
+                        s.ambiguous += 1
+                    } else {
+                        s.conflicts += 1
+                    }
+                });
+                tracing::debug!(parent: &span, error = %e, "create did not succeed plainly; resolving");
+                self.resync(v).await?;
+                self.classify_after_conflict(last_seq, n, true)?
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let producers = self.base.producers.len();
+        let success = matches!(outcome, Attempt::Committed);
+        self.policy.on_attempt(
+            &AttemptOutcome {
+                success,
+                fragile_window: tau,
+                producers,
+            },
+            self.rng.random::<f64>(),
+        );
+        self.shared.stats_mut(|s| {
+            s.gap = self.policy.gap();
+            s.tau = self.policy.tau_estimate();
+            s.producers_seen = producers;
+        });
+        Ok(outcome)
+    }
+
+    /// After a failed or ghost create: is our batch in the chain anyway?
+    fn classify_after_conflict(
+        &mut self,
+        last_seq: u64,
+        n: usize,
+        lost_reply_possible: bool,
+    ) -> Result<Attempt, ProducerError> {
+        match commit_status(
+            &self.base,
+            &self.me.id,
+            self.me.epoch,
+            self.me.incarnation,
+            last_seq,
+        ) {
+            CommitStatus::Committed => {
+                if lost_reply_possible {
+                    self.shared.stats_mut(|s| s.lost_replies_recovered += 1);
+                }
+                self.finish_commit(n);
+                Ok(Attempt::Committed)
+            }
+            CommitStatus::Fenced { epoch, incarnation } => Err(ProducerError::Fenced {
+                producer_id: self.me.id.clone(),
+                ours: (self.me.epoch, self.me.incarnation),
+                theirs: (epoch, incarnation),
+            }),
+            CommitStatus::NotCommitted => Ok(Attempt::Conflict),
+        }
+    }
+
+    /// Moves `base` to the newest version at or after `at_least`, if one can
+    /// be read; otherwise keeps the current base (the next attempt will
+    /// conflict again and retry: stale views cost retries, never correctness).
+    async fn resync(&mut self, at_least: u64) -> Result<(), ProducerError> {
+        let clock = self.store.clock().clone();
+        let t0 = clock.now();
+        let limits = self.settings.limits;
+        let mut found = chain::newest_from(&self.store, at_least, &limits).await?;
+        if found.is_none() {
+            // The listing may be stale or the version deleted: look from the boundary.
+            self.boundary = chain::read_boundary(&self.store, &limits).await?;
+            found = chain::newest_from(&self.store, self.boundary.min_live_version.max(1), &limits)
+                .await?;
+        }
+        if let Some(m) = found
+            && m.version > self.base.version
+        {
+            self.base = m;
+        }
+        self.read_cost += clock.now().saturating_duration_since(t0);
+        Ok(())
+    }
+
+    fn finish_commit(&mut self, n: usize) {
+        let done: Vec<TgbDescriptor> = self.pending.drain(..n.min(self.pending.len())).collect();
+        let bytes: u64 = done.iter().map(|d| d.object_size).sum();
+        self.permits.add_permits(done.len());
+        let version = self.base.version;
+        self.shared.stats_mut(|s| {
+            s.successes += 1;
+            s.tgbs_committed += done.len() as u64;
+            s.bytes_committed += bytes;
+            s.version = version;
+            if let Some(d) = done.last() {
+                s.committed_offset = d.source_offset;
+                s.last_sequence = d.sequence;
+            }
+        });
+    }
+
+    /// The loop: takes TGB references, commits when the policy says so,
+    /// drains on flush. Returns when the handle is dropped or on a fatal error.
+    pub(crate) async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Msg>) {
+        let clock = self.store.clock().clone();
+        let mut t_last = clock.now();
+        let mut flushers: Vec<oneshot::Sender<Result<(), ProducerError>>> = Vec::new();
+        let mut open = true;
+        loop {
+            while let Ok(m) = rx.try_recv() {
+                self.take(m, &mut flushers);
+            }
+            if self.pending.is_empty() {
+                for f in flushers.drain(..) {
+                    let _ = f.send(Ok(()));
+                }
+                if !open {
+                    return;
+                }
+            }
+            let decision = if self.pending.is_empty() {
+                Decision::NeedMoreData
+            } else if !flushers.is_empty() {
+                Decision::CommitNow
+            } else {
+                self.policy.decide(
+                    clock.now().saturating_duration_since(t_last),
+                    self.pending.len(),
+                )
+            };
+            let wait = match decision {
+                Decision::CommitNow => {
+                    let n = self.lag_allowance(self.pending.len());
+                    if n == 0 {
+                        self.shared.stats_mut(|s| s.lag_waits += 1);
+                        Some(self.settings.lag_poll)
+                    } else {
+                        match self.attempt(n).await {
+                            Ok(_) => {
+                                t_last = clock.now();
+                                continue;
+                            }
+                            Err(e) => {
+                                let e = self.shared.set_fatal(e);
+                                tracing::warn!(producer = %self.me.id, error = %e, "producer stopped");
+                                for f in flushers.drain(..) {
+                                    let _ = f.send(Err(ProducerError::Stopped(e.clone())));
+                                }
+                                // Unblock appenders waiting for buffer space.
+                                self.permits.close();
+                                return;
+                            }
+                        }
+                    }
+                }
+                Decision::WaitFor(d) => Some(d),
+                Decision::NeedMoreData => None,
+            };
+            if !open {
+                // The handle is gone and a wait is needed: stop (like a crash).
+                return;
+            }
+            let msg = match wait {
+                Some(d) => tokio::select! {
+                    m = rx.recv() => m.map(Some),
+                    () = clock.sleep(d) => Some(None),
+                },
+                None => rx.recv().await.map(Some),
+            };
+            match msg {
+                Some(Some(m)) => self.take(m, &mut flushers),
+                Some(None) => {
+                    if self.settings.max_lag.is_some() && matches!(decision, Decision::CommitNow) {
+                        match chain::read_boundary(&self.store, &self.settings.limits).await {
+                            Ok(b) if b.low_water_step >= self.boundary.low_water_step => {
+                                self.boundary = b
+                            }
+                            Ok(_) => {}
+                            Err(e) => {
+                                tracing::debug!(error = %e, "boundary read failed while lagging")
+                            }
+                        }
+                    }
+                }
+                None => open = false,
+            }
+        }
+    }
+
+    fn take(&mut self, m: Msg, flushers: &mut Vec<oneshot::Sender<Result<(), ProducerError>>>) {
+        match m {
+            Msg::Tgb(d) => self.pending.push_back(d),
+            Msg::Flush(tx) => flushers.push(tx),
+        }
+    }
+}

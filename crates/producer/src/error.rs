@@ -1,0 +1,77 @@
+//! The producer's error type.
+
+use std::sync::Arc;
+
+use batchweave_manifest::{ManifestError, RebaseError};
+use batchweave_store::StoreError;
+use batchweave_tgb::TgbError;
+
+use crate::settings::FailPoint;
+
+/// Why a producer operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProducerError {
+    /// The object store failed (after retries for idempotent requests).
+    #[error("store error: {0}")]
+    Store(#[from] StoreError),
+    /// A manifest or GC boundary read from the store is corrupt or hostile.
+    #[error("corrupt metadata in the store: {0}")]
+    Manifest(#[from] ManifestError),
+    /// The TGB could not be encoded (bad grid, wrong slice count).
+    #[error("invalid TGB: {0}")]
+    Tgb(#[from] TgbError),
+    /// Another incarnation of this producer id owns the stream entry: this
+    /// process is a zombie and has stopped. Nothing more will be committed
+    /// by it; restart it to resume from the committed source offset.
+    #[error(
+        "producer {producer_id} is fenced: this incarnation has (epoch, incarnation) {ours:?}, \
+         the stream holds {theirs:?}; a newer process with the same id took over"
+    )]
+    Fenced {
+        /// The producer id.
+        producer_id: String,
+        /// This process's `(epoch, incarnation)`.
+        ours: (u64, u64),
+        /// What the manifest records.
+        theirs: (u64, u64),
+    },
+    /// The merge refused the candidate (a protocol invariant would break).
+    #[error("rebase refused: {0}")]
+    Rebase(RebaseError),
+    /// A fail point fired (tests): the producer behaves as if the process died here.
+    #[error("simulated crash at fail point {0:?}")]
+    Crashed(FailPoint),
+    /// The producer stopped earlier because of this error; it accepts nothing more.
+    #[error("producer stopped: {0}")]
+    Stopped(Arc<ProducerError>),
+    /// Invalid settings or arguments; the message says what to fix.
+    #[error("invalid producer configuration: {0}")]
+    Invalid(String),
+}
+
+impl ProducerError {
+    /// True if this error (or the error that stopped the producer) is [`ProducerError::Fenced`].
+    pub fn is_fenced(&self) -> bool {
+        match self {
+            Self::Fenced { .. } => true,
+            Self::Stopped(inner) => inner.is_fenced(),
+            _ => false,
+        }
+    }
+
+    pub(crate) fn from_rebase(e: RebaseError) -> Self {
+        match e {
+            RebaseError::Fenced {
+                producer_id,
+                ours,
+                theirs,
+            } => Self::Fenced {
+                producer_id,
+                ours,
+                theirs,
+            },
+            other => Self::Rebase(other),
+        }
+    }
+}

@@ -1,0 +1,317 @@
+//! The producer handle: open (catch up + claim), append, flush, close.
+
+use std::sync::{Arc, Mutex};
+
+use batchweave_manifest::{TgbDescriptor, tgb_key, validate_producer_id};
+use batchweave_store::StreamStore;
+use batchweave_tgb::{EncodedTgb, encode_tgb};
+use bytes::Bytes;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::ProducerError;
+use crate::chain;
+use crate::committer::{Committer, Identity, Msg, Shared};
+use crate::settings::{FailPoint, FailPoints, ProducerSettings};
+use crate::stats::ProducerStats;
+
+/// Where an appended TGB went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendReceipt {
+    /// This producer's sequence number of the TGB.
+    pub sequence: u64,
+    /// Object key relative to the stream prefix.
+    pub key: String,
+    /// Object size in bytes.
+    pub object_size: u64,
+}
+
+/// Builds a [`Producer`].
+#[derive(Debug)]
+pub struct ProducerBuilder {
+    store: StreamStore,
+    id: String,
+    settings: ProducerSettings,
+    fail: FailPoints,
+}
+
+impl ProducerBuilder {
+    /// Replaces the settings.
+    pub fn settings(mut self, settings: ProducerSettings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// Arms test fail points.
+    pub fn fail_points(mut self, fail: FailPoints) -> Self {
+        self.fail = fail;
+        self
+    }
+
+    /// Catches up to the newest manifest, claims a new epoch for the id
+    /// (fencing any older incarnation) and starts the commit loop.
+    pub async fn open(self) -> Result<Producer, ProducerError> {
+        Producer::open_inner(self).await
+    }
+}
+
+/// A producer of TGBs for one stream, under a stable producer id.
+///
+/// Opening it catches up to the newest manifest version and commits a claim
+/// of a new epoch for the id, so that an older process with the same id (a
+/// zombie) is fenced. [`committed_offset`](Self::committed_offset) is then
+/// final: seek the data source there and [`append`](Self::append) from it
+/// for end-to-end exactly-once.
+///
+/// Dropping a producer without [`close`](Self::close) behaves like a crash:
+/// uploaded but uncommitted TGBs are not committed (they become orphans that
+/// GC sweeps), and the next incarnation resumes from the committed offset.
+pub struct Producer {
+    store: StreamStore,
+    me: Identity,
+    settings: ProducerSettings,
+    fail: FailPoints,
+    next_sequence: u64,
+    committed_offset: u64,
+    tx: Option<mpsc::UnboundedSender<Msg>>,
+    task: Option<JoinHandle<()>>,
+    shared: Arc<Shared>,
+    permits: Arc<Semaphore>,
+}
+
+impl std::fmt::Debug for Producer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Producer")
+            .field("id", &self.me.id)
+            .field("epoch", &self.me.epoch)
+            .field("next_sequence", &self.next_sequence)
+            .finish()
+    }
+}
+
+impl Drop for Producer {
+    fn drop(&mut self) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+    }
+}
+
+impl Producer {
+    /// Starts building a producer for `producer_id` on `store`.
+    pub fn builder(store: StreamStore, producer_id: impl Into<String>) -> ProducerBuilder {
+        ProducerBuilder {
+            store,
+            id: producer_id.into(),
+            settings: ProducerSettings::default(),
+            fail: FailPoints::default(),
+        }
+    }
+
+    async fn open_inner(b: ProducerBuilder) -> Result<Producer, ProducerError> {
+        validate_producer_id(&b.id).map_err(|e| ProducerError::Invalid(e.to_string()))?;
+        b.settings.validate().map_err(ProducerError::Invalid)?;
+        let limits = b.settings.limits;
+        let boundary = chain::read_boundary(&b.store, &limits).await?;
+        let base = chain::newest(&b.store, &limits).await?;
+        let prev_epoch = base.producers.get(&b.id).map_or(0, |e| e.epoch);
+        let mut rng = match b.settings.seed {
+            Some(s) => StdRng::seed_from_u64(s),
+            None => StdRng::from_os_rng(),
+        };
+        let me = Identity {
+            id: b.id.clone(),
+            epoch: prev_epoch + 1,
+            incarnation: rng.random(),
+        };
+        let shared = Arc::new(Shared {
+            stats: Mutex::new(ProducerStats::default()),
+            fatal: Mutex::new(None),
+        });
+        let permits = Arc::new(Semaphore::new(b.settings.max_buffered));
+        let mut committer = Committer::new(
+            b.store.clone(),
+            me.clone(),
+            b.settings.clone(),
+            b.fail.clone(),
+            base,
+            boundary,
+            shared.clone(),
+            permits.clone(),
+        );
+        committer.claim().await?;
+        let entry = committer
+            .base
+            .producers
+            .get(&me.id)
+            .cloned()
+            .unwrap_or_default();
+        shared.stats_mut(|s| {
+            s.committed_offset = entry.source_offset;
+            s.last_sequence = entry.last_sequence;
+        });
+        tracing::info!(producer = %me.id, epoch = me.epoch, offset = entry.source_offset, "producer opened");
+        let (tx, rx) = mpsc::unbounded_channel();
+        let task = tokio::spawn(committer.run(rx));
+        Ok(Producer {
+            store: b.store,
+            me,
+            settings: b.settings,
+            fail: b.fail,
+            next_sequence: entry.last_sequence + 1,
+            committed_offset: entry.source_offset,
+            tx: Some(tx),
+            task: Some(task),
+            shared,
+            permits,
+        })
+    }
+
+    /// The id's committed source offset when this producer opened: where
+    /// the application must resume reading its source.
+    pub fn committed_offset(&self) -> u64 {
+        self.committed_offset
+    }
+
+    /// The sequence number the next appended TGB gets.
+    pub fn next_sequence(&self) -> u64 {
+        self.next_sequence
+    }
+
+    /// This incarnation's epoch.
+    pub fn epoch(&self) -> u64 {
+        self.me.epoch
+    }
+
+    /// The producer id.
+    pub fn id(&self) -> &str {
+        &self.me.id
+    }
+
+    /// A copy of the statistics.
+    pub fn stats(&self) -> ProducerStats {
+        self.shared.stats_mut(|s| s.clone())
+    }
+
+    fn check_alive(&self) -> Result<(), ProducerError> {
+        match self.shared.fatal() {
+            Some(e) => Err(ProducerError::Stopped(e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Encodes `slices` (a `dp` x `cp` grid, slice `(d, c)` at index
+    /// `d * cp + c`) as a TGB, uploads it, and hands it to the commit loop.
+    /// `source_offset` is the application's source position after this TGB.
+    /// Returns once the object is durable (not yet visible).
+    pub async fn append(
+        &mut self,
+        dp: u32,
+        cp: u32,
+        slices: Vec<Bytes>,
+        source_offset: u64,
+    ) -> Result<AppendReceipt, ProducerError> {
+        let enc = encode_tgb(dp, cp, slices)?;
+        self.append_encoded(enc, source_offset).await
+    }
+
+    /// Like [`append`](Self::append) for an already encoded TGB.
+    pub async fn append_encoded(
+        &mut self,
+        enc: EncodedTgb,
+        source_offset: u64,
+    ) -> Result<AppendReceipt, ProducerError> {
+        self.check_alive()?;
+        let permit = self.permits.acquire().await.map_err(|_| {
+            self.shared.fatal().map_or(
+                ProducerError::Invalid("producer closed".into()),
+                ProducerError::Stopped,
+            )
+        })?;
+        permit.forget();
+        let sequence = self.next_sequence;
+        let key = tgb_key(&self.me.id, self.me.epoch, sequence);
+        if enc.object_size >= self.settings.multipart_threshold {
+            self.store
+                .put_multipart(&key, enc.parts.clone(), self.settings.multipart_part_size)
+                .await?;
+        } else {
+            self.store
+                .put_payload(&key, enc.parts.iter().cloned().collect())
+                .await?;
+        }
+        if self.fail.fires(FailPoint::AfterTgbPut) {
+            let e = self
+                .shared
+                .set_fatal(ProducerError::Crashed(FailPoint::AfterTgbPut));
+            return Err(ProducerError::Stopped(e));
+        }
+        let desc = TgbDescriptor {
+            key: key.clone(),
+            object_size: enc.object_size,
+            dp: enc.dp,
+            cp: enc.cp,
+            footer_offset: enc.footer_offset,
+            footer_length: enc.footer_length,
+            footer_crc32: enc.footer_crc32,
+            producer_id: self.me.id.clone(),
+            epoch: self.me.epoch,
+            sequence,
+            visible_version: 0,
+            payload_bytes: enc.payload_bytes,
+            source_offset,
+        };
+        self.next_sequence += 1;
+        self.shared.stats_mut(|s| {
+            s.tgbs_appended += 1;
+            s.bytes_uploaded += enc.object_size;
+        });
+        self.send(Msg::Tgb(desc))?;
+        Ok(AppendReceipt {
+            sequence,
+            key,
+            object_size: enc.object_size,
+        })
+    }
+
+    fn send(&self, m: Msg) -> Result<(), ProducerError> {
+        let tx = self
+            .tx
+            .as_ref()
+            .ok_or_else(|| ProducerError::Invalid("producer closed".into()))?;
+        tx.send(m).map_err(|_| {
+            self.shared.fatal().map_or(
+                ProducerError::Invalid("commit loop ended".into()),
+                ProducerError::Stopped,
+            )
+        })
+    }
+
+    /// Commits everything appended so far (bypassing the commit policy, but
+    /// honouring `max_lag`) and returns once it is visible.
+    pub async fn flush(&self) -> Result<(), ProducerError> {
+        self.check_alive()?;
+        let (tx, rx) = oneshot::channel();
+        self.send(Msg::Flush(tx))?;
+        match rx.await {
+            Ok(r) => r,
+            Err(_) => Err(self.shared.fatal().map_or(
+                ProducerError::Invalid("commit loop ended".into()),
+                ProducerError::Stopped,
+            )),
+        }
+    }
+
+    /// Flushes, stops the commit loop and returns the final statistics
+    /// (the paper's finalization phase).
+    pub async fn close(mut self) -> Result<ProducerStats, ProducerError> {
+        self.flush().await?;
+        self.tx.take();
+        if let Some(t) = self.task.take() {
+            let _ = t.await;
+        }
+        Ok(self.stats())
+    }
+}

@@ -1,0 +1,99 @@
+//! Producer settings and test fail points.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use batchweave_dac::PolicyKind;
+use batchweave_manifest::DecodeLimits;
+
+/// Tunables of a [`Producer`](crate::Producer). Use `..Default::default()`.
+#[derive(Debug, Clone)]
+pub struct ProducerSettings {
+    /// When to attempt a commit (DAC by default; the paper's baselines for comparison).
+    pub policy: PolicyKind,
+    /// Uploaded-but-uncommitted TGBs allowed before `append` waits (>= 1).
+    pub max_buffered: usize,
+    /// Do not commit TGBs more than this many steps ahead of the stream's
+    /// low-water mark (from `gc/boundary`); `None` = unbounded.
+    pub max_lag: Option<u64>,
+    /// How often a producer held back by `max_lag` re-reads the GC boundary.
+    pub lag_poll: Duration,
+    /// TGB objects at least this large are uploaded as multipart.
+    pub multipart_threshold: u64,
+    /// Part size of multipart uploads (at least 5 MiB, S3's minimum).
+    pub multipart_part_size: usize,
+    /// Bounds applied to every manifest read from the store.
+    pub limits: DecodeLimits,
+    /// Seed for the incarnation nonce and the DAC jitter; `None` draws one
+    /// from the operating system. Simulations pass a seed.
+    pub seed: Option<u64>,
+}
+
+impl Default for ProducerSettings {
+    fn default() -> Self {
+        Self {
+            policy: PolicyKind::default(),
+            max_buffered: 64,
+            max_lag: None,
+            lag_poll: Duration::from_millis(100),
+            multipart_threshold: 64 * 1024 * 1024,
+            multipart_part_size: 16 * 1024 * 1024,
+            limits: DecodeLimits::default(),
+            seed: None,
+        }
+    }
+}
+
+impl ProducerSettings {
+    /// Checks the settings; the error says what to fix.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.max_buffered == 0 {
+            return Err("max_buffered must be at least 1".into());
+        }
+        if self.max_lag == Some(0) {
+            return Err("max_lag must be at least 1 (or None for unbounded)".into());
+        }
+        self.policy.validate().map_err(|e| e.to_string())?;
+        Ok(())
+    }
+}
+
+/// Named points in the producer where a test can make the process "die".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FailPoint {
+    /// The TGB object is written, its reference not yet handed to the committer.
+    AfterTgbPut,
+    /// The candidate manifest is built, the conditional create not yet sent.
+    BeforeCreate,
+    /// The conditional create was sent and answered; the producer has not
+    /// yet acted on the answer (the lost-response crash).
+    AfterCreate,
+}
+
+/// Decides, at each fail point, whether the producer crashes there.
+#[derive(Clone, Default)]
+pub struct FailPoints(Option<Arc<dyn Fn(FailPoint) -> bool + Send + Sync>>);
+
+impl FailPoints {
+    /// Crash whenever `f` returns true.
+    pub fn new(f: impl Fn(FailPoint) -> bool + Send + Sync + 'static) -> Self {
+        Self(Some(Arc::new(f)))
+    }
+
+    /// True if the producer must crash at `p`.
+    pub(crate) fn fires(&self, p: FailPoint) -> bool {
+        self.0.as_ref().is_some_and(|f| f(p))
+    }
+}
+
+impl fmt::Debug for FailPoints {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "FailPoints(armed)"
+        } else {
+            "FailPoints(none)"
+        })
+    }
+}
