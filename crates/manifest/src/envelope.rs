@@ -15,7 +15,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use prost::Message;
 
 use crate::error::ManifestError;
-use crate::pb::{GcBoundary, Manifest, Watermark};
+use crate::pb::{GcBoundary, GroupLayout, Manifest, Watermark};
 
 /// Length of the envelope header in bytes.
 pub const HEADER_LEN: usize = 16;
@@ -27,6 +27,8 @@ pub const MANIFEST_MAGIC: [u8; 4] = *b"BWMF";
 pub const GC_BOUNDARY_MAGIC: [u8; 4] = *b"BWGC";
 /// Magic of a consumer watermark object.
 pub const WATERMARK_MAGIC: [u8; 4] = *b"BWWM";
+/// Magic of a consumer group layout object.
+pub const GROUP_LAYOUT_MAGIC: [u8; 4] = *b"BWGL";
 
 /// Hard bounds applied while decoding untrusted objects.
 ///
@@ -88,6 +90,23 @@ impl Enveloped for Manifest {
 
 impl Enveloped for GcBoundary {
     const MAGIC: [u8; 4] = GC_BOUNDARY_MAGIC;
+}
+
+impl Enveloped for GroupLayout {
+    const MAGIC: [u8; 4] = GROUP_LAYOUT_MAGIC;
+
+    fn check(&self, limits: &DecodeLimits) -> Result<(), ManifestError> {
+        let grid = u64::from(self.dp) * u64::from(self.cp);
+        if self.dp == 0 || self.cp == 0 || grid > limits.max_grid {
+            return Err(ManifestError::Inconsistent {
+                reason: format!(
+                    "group layout {}x{} is outside 1..={} positions",
+                    self.dp, self.cp, limits.max_grid
+                ),
+            });
+        }
+        Ok(())
+    }
 }
 
 impl Enveloped for Watermark {
@@ -296,6 +315,20 @@ pub fn decode_watermark(bytes: &[u8], limits: &DecodeLimits) -> Result<Watermark
     decode(bytes, limits)
 }
 
+/// Encodes a consumer group layout object.
+pub fn encode_group_layout(layout: &GroupLayout) -> Bytes {
+    encode(layout)
+}
+
+/// Decodes a consumer group layout object (both degrees at least 1, the
+/// grid within `limits.max_grid`).
+pub fn decode_group_layout(
+    bytes: &[u8],
+    limits: &DecodeLimits,
+) -> Result<GroupLayout, ManifestError> {
+    decode(bytes, limits)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -424,5 +457,40 @@ mod tests {
         let mut b = vec![0x08];
         b.extend([0xff; 11]);
         assert!(count_top_level_fields(&b, [1]).is_err());
+    }
+
+    #[test]
+    fn group_layout_roundtrip_and_bounds() {
+        let l = GroupLayout {
+            dp: 8,
+            cp: 2,
+            updated_at_ms: 5,
+        };
+        let limits = DecodeLimits::default();
+        assert_eq!(
+            decode_group_layout(&encode_group_layout(&l), &limits).unwrap(),
+            l
+        );
+        for bad in [
+            GroupLayout {
+                dp: 0,
+                cp: 1,
+                updated_at_ms: 0,
+            },
+            GroupLayout {
+                dp: 1 << 20,
+                cp: 1 << 10,
+                updated_at_ms: 0,
+            },
+        ] {
+            assert!(
+                decode_group_layout(&encode_group_layout(&bad), &limits).is_err(),
+                "{bad:?}"
+            );
+        }
+        let mut bytes = encode_group_layout(&l).to_vec();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        assert!(decode_group_layout(&bytes, &limits).is_err());
     }
 }

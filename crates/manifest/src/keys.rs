@@ -70,6 +70,18 @@ pub fn watermark_key(group: &str, position: &str) -> Result<String, ManifestErro
     ))
 }
 
+/// Key of a consumer group's layout object: `watermarks/<group>/_layout`.
+pub fn group_layout_key(group: &str) -> Result<String, ManifestError> {
+    validate_producer_id(group)?;
+    Ok(format!("{WATERMARK_DIR}{group}/_layout"))
+}
+
+/// The consumer position name of `(d, c)`: `d{d}-c{c}`, the `<position>`
+/// part of [`watermark_key`].
+pub fn position_name(d: u32, c: u32) -> String {
+    format!("d{d}-c{c}")
+}
+
 /// The exact inverse of [`watermark_key`]: `Some((group, position))` for a key
 /// it could have produced, `None` otherwise.
 pub fn parse_watermark_key(key: &str) -> Option<(&str, &str)> {
@@ -197,6 +209,12 @@ mod tests {
         let k = watermark_key("trainer.a", "d3-c1").unwrap();
         assert_eq!(k, "watermarks/trainer.a/d3-c1.wm");
         assert_eq!(parse_watermark_key(&k), Some(("trainer.a", "d3-c1")));
+        assert_eq!(
+            group_layout_key("trainer.a").unwrap(),
+            "watermarks/trainer.a/_layout"
+        );
+        assert_eq!(position_name(3, 1), "d3-c1");
+        assert!(group_layout_key("../x").is_err());
         assert!(watermark_key("a/b", "d0-c0").is_err());
         assert!(watermark_key("g", "..").is_err());
         assert!(watermark_key("", "x").is_err());
