@@ -24,6 +24,7 @@ use batchweave_store::{StoreError, StreamStore};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::ProducerError;
@@ -33,7 +34,8 @@ use crate::stats::ProducerStats;
 
 /// Messages from the producer handle to its committer.
 pub(crate) enum Msg {
-    Tgb(TgbDescriptor),
+    /// A TGB reference and when its upload started.
+    Tgb(TgbDescriptor, Instant),
     Flush(oneshot::Sender<Result<(), ProducerError>>),
 }
 
@@ -74,7 +76,7 @@ pub(crate) struct Committer {
     pub(crate) fail: FailPoints,
     pub(crate) base: Manifest,
     pub(crate) boundary: GcBoundary,
-    pub(crate) pending: VecDeque<TgbDescriptor>,
+    pub(crate) pending: VecDeque<(TgbDescriptor, Instant)>,
     pub(crate) policy: Box<dyn CommitPolicy>,
     pub(crate) rng: StdRng,
     pub(crate) shared: Arc<Shared>,
@@ -154,7 +156,21 @@ impl Committer {
     async fn attempt(&mut self, n: usize) -> Result<Attempt, ProducerError> {
         let clock = self.store.clock().clone();
         let t0 = clock.now();
-        let tgbs: Vec<TgbDescriptor> = self.pending.iter().take(n).cloned().collect();
+        for (d, uploaded) in self.pending.iter().take(n) {
+            let age = t0.saturating_duration_since(*uploaded);
+            if age > self.settings.max_commit_age {
+                return Err(ProducerError::Expired {
+                    key: d.key.clone(),
+                    age,
+                });
+            }
+        }
+        let tgbs: Vec<TgbDescriptor> = self
+            .pending
+            .iter()
+            .take(n)
+            .map(|(d, _)| d.clone())
+            .collect();
         let last_seq = match tgbs.last() {
             Some(d) => d.sequence,
             None => self
@@ -303,7 +319,11 @@ impl Committer {
     }
 
     fn finish_commit(&mut self, n: usize) {
-        let done: Vec<TgbDescriptor> = self.pending.drain(..n.min(self.pending.len())).collect();
+        let done: Vec<TgbDescriptor> = self
+            .pending
+            .drain(..n.min(self.pending.len()))
+            .map(|(d, _)| d)
+            .collect();
         let bytes: u64 = done.iter().map(|d| d.object_size).sum();
         self.permits.add_permits(done.len());
         let version = self.base.version;
@@ -409,7 +429,7 @@ impl Committer {
 
     fn take(&mut self, m: Msg, flushers: &mut Vec<oneshot::Sender<Result<(), ProducerError>>>) {
         match m {
-            Msg::Tgb(d) => self.pending.push_back(d),
+            Msg::Tgb(d, at) => self.pending.push_back((d, at)),
             Msg::Flush(tx) => flushers.push(tx),
         }
     }

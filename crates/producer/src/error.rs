@@ -45,6 +45,17 @@ pub enum ProducerError {
     /// The producer stopped earlier because of this error; it accepts nothing more.
     #[error("producer stopped: {0}")]
     Stopped(Arc<ProducerError>),
+    /// A TGB waited longer than `max_commit_age` between upload and commit;
+    /// it may have been swept as an orphan, so it is not committed.
+    #[error(
+        "TGB {key} was uploaded {age:?} ago, more than max_commit_age; not committing it (GC may have swept it)"
+    )]
+    Expired {
+        /// The TGB object key.
+        key: String,
+        /// How long ago it was uploaded.
+        age: std::time::Duration,
+    },
     /// Invalid settings or arguments; the message says what to fix.
     #[error("invalid producer configuration: {0}")]
     Invalid(String),

@@ -233,6 +233,7 @@ impl Producer {
         permit.forget();
         let sequence = self.next_sequence;
         let key = tgb_key(&self.me.id, self.me.epoch, sequence);
+        let upload_start = self.store.clock().now();
         if enc.object_size >= self.settings.multipart_threshold {
             self.store
                 .put_multipart(&key, enc.parts.clone(), self.settings.multipart_part_size)
@@ -268,7 +269,7 @@ impl Producer {
             s.tgbs_appended += 1;
             s.bytes_uploaded += enc.object_size;
         });
-        self.send(Msg::Tgb(desc))?;
+        self.send(Msg::Tgb(desc, upload_start))?;
         Ok(AppendReceipt {
             sequence,
             key,

@@ -25,6 +25,12 @@ pub struct ProducerSettings {
     pub multipart_part_size: usize,
     /// Bounds applied to every manifest read from the store.
     pub limits: DecodeLimits,
+    /// A TGB uploaded longer ago than this is never committed: the producer
+    /// stops with [`ProducerError::Expired`](crate::ProducerError::Expired)
+    /// instead. GC's orphan grace period must exceed it (plus clock skew), so
+    /// an upload that GC may already have swept as an orphan is never made
+    /// visible.
+    pub max_commit_age: Duration,
     /// Seed for the incarnation nonce and the DAC jitter; `None` draws one
     /// from the operating system. Simulations pass a seed.
     pub seed: Option<u64>,
@@ -40,6 +46,7 @@ impl Default for ProducerSettings {
             multipart_threshold: 64 * 1024 * 1024,
             multipart_part_size: 16 * 1024 * 1024,
             limits: DecodeLimits::default(),
+            max_commit_age: Duration::from_secs(30 * 60),
             seed: None,
         }
     }

@@ -452,3 +452,24 @@ async fn bad_ids_and_settings_are_clear_errors() {
     assert!(e.to_string().contains("max_buffered"), "{e}");
     let _unused: PolicyKind = "dac".parse().unwrap();
 }
+
+/// A TGB older than `max_commit_age` is never committed (GC may have swept it).
+#[tokio::test]
+async fn expired_uploads_are_not_committed() {
+    let store = StreamStore::in_memory();
+    let s = ProducerSettings {
+        max_commit_age: Duration::from_millis(10),
+        ..settings("fixed:100")
+    };
+    let mut p = Producer::builder(store.clone(), "slow")
+        .settings(s)
+        .open()
+        .await
+        .unwrap();
+    p.append(1, 1, slices("slow", 1, 1), 1).await.unwrap();
+    store.clock().sleep(Duration::from_millis(50)).await;
+    let e = p.flush().await.unwrap_err();
+    assert!(e.to_string().contains("max_commit_age"), "{e}");
+    let newest = check_chain(&store).await;
+    assert!(newest.tgbs.is_empty(), "nothing was committed");
+}

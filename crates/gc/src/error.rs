@@ -1,0 +1,20 @@
+//! The GC error type.
+
+use batchweave_manifest::ManifestError;
+use batchweave_store::StoreError;
+
+/// Why a reclamation step failed. Every step is idempotent: rerunning after
+/// any error converges.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GcError {
+    /// The object store failed (after retries).
+    #[error("store error: {0}")]
+    Store(#[from] StoreError),
+    /// A manifest, boundary, watermark or layout object is corrupt.
+    #[error("corrupt metadata in the store: {0}")]
+    Manifest(#[from] ManifestError),
+    /// Invalid arguments (e.g. a bad group name); the message says what to fix.
+    #[error("invalid GC request: {0}")]
+    Invalid(String),
+}

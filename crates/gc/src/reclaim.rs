@@ -1,0 +1,288 @@
+//! One reclamation pass and the background reclaimer.
+//!
+//! ```text
+//!  1 read gc/boundary B0 and the newest manifest M (from B0 on)
+//!  2 low-water mark W = min over live groups (eq. 11)
+//!  3 B = max(B0, (min(W.version, M.version), min(W.step, M.total_tgbs)))
+//!  4 write gc/boundary = B   <- durable BEFORE anything is deleted
+//!  5 delete TGB objects of M with step < B.low_water_step
+//!  6 delete orphans: tgb/ objects not in M, older than the grace period
+//!  7 delete manifest versions < B.min_live_version (the newest is never below it)
+//! ```
+//! Every step is idempotent; a crash anywhere leaves a state the next pass
+//! finishes. Producers trim descriptors below `B.low_water_step` from the
+//! versions they create and treat a create below `B.min_live_version` as a
+//! conflict (no ghost commits).
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use batchweave_manifest::{
+    DecodeLimits, GC_BOUNDARY_KEY, GcBoundary, MANIFEST_DIR, Manifest, TGB_DIR, decode_gc_boundary,
+    decode_manifest, encode_gc_boundary, group_layout_key, manifest_key, parse_manifest_key,
+    validate_producer_id,
+};
+use batchweave_store::StreamStore;
+use tokio::task::JoinHandle;
+
+use crate::GcError;
+use crate::marks::{LowWater, low_water};
+
+/// Tunables of a [`Reclaimer`]. Use `..Default::default()`.
+#[derive(Debug, Clone)]
+pub struct GcSettings {
+    /// TGB objects that no manifest references are deleted once older than
+    /// this (`None`: never). Must exceed the longest time between a TGB's
+    /// upload and its commit.
+    pub orphan_grace: Option<Duration>,
+    /// A group none of whose positions wrote a watermark for this long is
+    /// ignored (`None`, the default: groups live until retired).
+    pub dead_group_after: Option<Duration>,
+    /// Compute and report, but write and delete nothing.
+    pub dry_run: bool,
+    /// Bounds for every object read.
+    pub limits: DecodeLimits,
+}
+
+impl Default for GcSettings {
+    fn default() -> Self {
+        Self {
+            orphan_grace: Some(Duration::from_secs(3600)),
+            dead_group_after: None,
+            dry_run: false,
+            limits: DecodeLimits::default(),
+        }
+    }
+}
+
+/// What one pass did (or, in a dry run, would do).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GcReport {
+    /// The boundary before the pass.
+    pub boundary_before: GcBoundary,
+    /// The boundary after the pass.
+    pub boundary: GcBoundary,
+    /// Newest manifest version seen.
+    pub newest_version: u64,
+    /// TGB objects below the low-water mark deleted.
+    pub tgbs_deleted: u64,
+    /// Orphan TGB objects deleted.
+    pub orphans_deleted: u64,
+    /// Manifest versions deleted.
+    pub manifests_deleted: u64,
+    /// Bytes of all deleted objects.
+    pub bytes_freed: u64,
+    /// True if nothing was written or deleted.
+    pub dry_run: bool,
+    /// Groups that held the mark (group, step, version).
+    pub groups: Vec<(String, u64, u64)>,
+}
+
+/// Reclaims a stream's storage behind the low-water mark.
+#[derive(Debug, Clone)]
+pub struct Reclaimer {
+    store: StreamStore,
+    settings: GcSettings,
+}
+
+const BOUNDARY_LIMIT: u64 = 64 * 1024;
+
+impl Reclaimer {
+    /// A reclaimer for the stream in `store`.
+    pub fn new(store: StreamStore, settings: GcSettings) -> Self {
+        Self { store, settings }
+    }
+
+    /// The current boundary (zero if GC never ran).
+    pub async fn boundary(&self) -> Result<GcBoundary, GcError> {
+        match self.store.get_opt(GC_BOUNDARY_KEY, BOUNDARY_LIMIT).await? {
+            Some(b) => Ok(decode_gc_boundary(&b, &self.settings.limits)?),
+            None => Ok(GcBoundary::default()),
+        }
+    }
+
+    /// The low-water mark from the groups' layouts and watermarks.
+    pub async fn low_water(&self) -> Result<LowWater, GcError> {
+        low_water(
+            &self.store,
+            &self.settings.limits,
+            self.settings.dead_group_after,
+        )
+        .await
+    }
+
+    /// The newest manifest version at or after `from`, if any.
+    async fn newest(&self, from: u64) -> Result<Option<Manifest>, GcError> {
+        for _ in 0..5 {
+            let listed = self
+                .store
+                .list_after(
+                    MANIFEST_DIR.trim_end_matches('/'),
+                    &manifest_key(from.saturating_sub(1)),
+                )
+                .await?;
+            let Some(v) = listed
+                .iter()
+                .filter_map(|o| parse_manifest_key(&o.key))
+                .max()
+            else {
+                return Ok(None);
+            };
+            if let Some(b) = self
+                .store
+                .get_opt(
+                    &manifest_key(v),
+                    self.settings.limits.max_bytes.saturating_add(64),
+                )
+                .await?
+            {
+                return Ok(Some(decode_manifest(&b, &self.settings.limits)?));
+            }
+        }
+        Ok(None)
+    }
+
+    /// One reclamation pass (see the module docs for the order of steps).
+    pub async fn run_once(&self) -> Result<GcReport, GcError> {
+        let dry = self.settings.dry_run;
+        let b0 = self.boundary().await?;
+        let newest = self.newest(b0.min_live_version.max(1)).await?;
+        let mut report = GcReport {
+            boundary_before: b0,
+            boundary: b0,
+            dry_run: dry,
+            ..Default::default()
+        };
+        let Some(m) = newest else {
+            return Ok(report);
+        };
+        report.newest_version = m.version;
+        let lw = self.low_water().await?;
+        report.groups = lw
+            .groups
+            .iter()
+            .filter(|g| !g.dead)
+            .map(|g| (g.group.clone(), g.step, g.version))
+            .collect();
+        let mut b = b0;
+        if let (Some(step), Some(version)) = (lw.step, lw.version) {
+            b.min_live_version = b.min_live_version.max(version.min(m.version));
+            b.low_water_step = b.low_water_step.max(step.min(m.total_tgbs));
+        }
+        if b != b0 {
+            b.updated_at_ms = self.store.clock().unix_millis();
+            if !dry {
+                self.store
+                    .put(GC_BOUNDARY_KEY, encode_gc_boundary(&b))
+                    .await?;
+            }
+            tracing::info!(
+                min_live = b.min_live_version,
+                low_water = b.low_water_step,
+                "gc boundary advanced"
+            );
+        }
+        report.boundary = b;
+
+        // TGBs of the newest version below the low-water step.
+        // Every key of M is accounted for here, so the orphan sweep below
+        // never touches a TGB the newest version lists.
+        let mut listed: HashSet<&str> = HashSet::with_capacity(m.tgbs.len());
+        for (i, d) in m.tgbs.iter().enumerate() {
+            listed.insert(d.key.as_str());
+            if m.first_step + (i as u64) < b.low_water_step {
+                if !dry {
+                    self.store.delete(&d.key).await?;
+                }
+                report.tgbs_deleted += 1;
+                report.bytes_freed += d.object_size;
+            }
+        }
+
+        // Orphans: never committed (or trimmed by an earlier, interrupted pass).
+        if let Some(grace) = self.settings.orphan_grace {
+            let now = i64::try_from(self.store.clock().unix_millis()).unwrap_or(i64::MAX);
+            let cutoff = now.saturating_sub(i64::try_from(grace.as_millis()).unwrap_or(i64::MAX));
+            for o in self.store.list(TGB_DIR.trim_end_matches('/')).await? {
+                if listed.contains(o.key.as_str()) || o.last_modified_ms > cutoff {
+                    continue;
+                }
+                if !dry {
+                    self.store.delete(&o.key).await?;
+                }
+                report.orphans_deleted += 1;
+                report.bytes_freed += o.size;
+            }
+        }
+
+        // Manifest versions below the boundary (never the newest: b.min_live <= m.version).
+        if b.min_live_version > 1 {
+            for o in self.store.list(MANIFEST_DIR.trim_end_matches('/')).await? {
+                match parse_manifest_key(&o.key) {
+                    Some(v) if v < b.min_live_version => {
+                        if !dry {
+                            self.store.delete(&o.key).await?;
+                        }
+                        report.manifests_deleted += 1;
+                        report.bytes_freed += o.size;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Retires a consumer group: deletes its layout and watermarks so it no
+    /// longer holds the low-water mark back.
+    pub async fn retire_group(&self, group: &str) -> Result<u64, GcError> {
+        validate_producer_id(group).map_err(|e| GcError::Invalid(e.to_string()))?;
+        let layout = group_layout_key(group)?;
+        let dir = layout.trim_end_matches("/_layout").to_string();
+        let mut n = 0;
+        for o in self.store.list(&dir).await? {
+            self.store.delete(&o.key).await?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Runs a pass every `interval` in a background task until the handle is
+    /// dropped or [`GcTask::stop`] is called. Errors are logged and retried
+    /// at the next pass (GC is off the critical path).
+    pub fn spawn(self, interval: Duration) -> GcTask {
+        let handle = tokio::spawn(async move {
+            let clock = self.store.clock().clone();
+            loop {
+                match self.run_once().await {
+                    Ok(r) => {
+                        tracing::debug!(freed = r.bytes_freed, boundary = ?r.boundary, "gc pass")
+                    }
+                    Err(e) => tracing::warn!(error = %e, "gc pass failed; retrying next interval"),
+                }
+                clock.sleep(interval).await;
+            }
+        });
+        GcTask { handle }
+    }
+}
+
+/// A background reclaimer; stops when dropped.
+#[derive(Debug)]
+pub struct GcTask {
+    handle: JoinHandle<()>,
+}
+
+impl GcTask {
+    /// Stops the background passes.
+    pub fn stop(self) {
+        self.handle.abort();
+    }
+}
+
+impl Drop for GcTask {
+    fn drop(&mut self) {
+        self.handle.abort();
+    }
+}
