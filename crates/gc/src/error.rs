@@ -1,7 +1,7 @@
 //! The GC error type.
 
 use batchweave_manifest::ManifestError;
-use batchweave_store::StoreError;
+use batchweave_store::{ErrorClass, StoreError};
 
 /// Why a reclamation step failed. Every step is idempotent: rerunning after
 /// any error converges.
@@ -17,4 +17,15 @@ pub enum GcError {
     /// Invalid arguments (e.g. a bad group name); the message says what to fix.
     #[error("invalid GC request: {0}")]
     Invalid(String),
+}
+
+impl GcError {
+    /// The coarse class (an exhaustive match: a new variant must be classified).
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            Self::Store(e) => e.class(),
+            Self::Manifest(_) => ErrorClass::Data,
+            Self::Invalid(_) => ErrorClass::Invalid,
+        }
+    }
 }

@@ -82,16 +82,16 @@ pub(crate) async fn low_water(
     let now = store.clock().unix_millis();
     let mut out = Vec::new();
     for (group, (has_layout, written)) in groups {
+        // With a layout, exactly its positions count (watermarks of positions
+        // of an older layout are ignored); without one, every written position.
         let mut names: Vec<String> = written;
         if has_layout {
             let key = group_layout_key(&group)?;
             if let Some(b) = store.get_opt(&key, SMALL_OBJECT_LIMIT).await? {
                 let l = decode_group_layout(&b, limits)?;
-                for d in 0..l.dp {
-                    for c in 0..l.cp {
-                        names.push(position_name(d, c));
-                    }
-                }
+                names = (0..l.dp)
+                    .flat_map(|d| (0..l.cp).map(move |c| position_name(d, c)))
+                    .collect();
             }
         }
         names.sort();

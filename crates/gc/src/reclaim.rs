@@ -112,6 +112,12 @@ impl Reclaimer {
         .await
     }
 
+    /// The newest manifest version of the stream, if it has any.
+    pub async fn newest_manifest(&self) -> Result<Option<Manifest>, GcError> {
+        let b = self.boundary().await?;
+        self.newest(b.min_live_version.max(1)).await
+    }
+
     /// The newest manifest version at or after `from`, if any.
     async fn newest(&self, from: u64) -> Result<Option<Manifest>, GcError> {
         for _ in 0..5 {

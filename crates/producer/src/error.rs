@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use batchweave_manifest::{ManifestError, RebaseError};
-use batchweave_store::StoreError;
+use batchweave_store::{ErrorClass, StoreError};
 use batchweave_tgb::TgbError;
 
 use crate::settings::FailPoint;
@@ -62,6 +62,18 @@ pub enum ProducerError {
 }
 
 impl ProducerError {
+    /// The coarse class (an exhaustive match: a new variant must be classified).
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            Self::Store(e) => e.class(),
+            Self::Manifest(_) | Self::Expired { .. } => ErrorClass::Data,
+            Self::Tgb(_) | Self::Invalid(_) => ErrorClass::Invalid,
+            Self::Fenced { .. } => ErrorClass::Fenced,
+            Self::Rebase(_) | Self::Crashed(_) => ErrorClass::Internal,
+            Self::Stopped(inner) => inner.class(),
+        }
+    }
+
     /// True if this error (or the error that stopped the producer) is [`ProducerError::Fenced`].
     pub fn is_fenced(&self) -> bool {
         match self {

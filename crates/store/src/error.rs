@@ -99,7 +99,39 @@ pub enum StoreError {
     },
 }
 
+/// The coarse class of an error, shared by every BatchWeave crate so the
+/// facade can map each crate's errors without knowing their variants.
+///
+/// Deliberately exhaustive (not `#[non_exhaustive]`): the facade matches it
+/// without a wildcard, so adding a class is a compile error there until mapped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorClass {
+    /// A conditional write lost a race (normally handled inside the protocol).
+    Conflict,
+    /// This process was fenced by a newer incarnation of its producer id.
+    Fenced,
+    /// The store is unreachable or failing; retrying later may succeed.
+    Unavailable,
+    /// Bad configuration or arguments: fix the input.
+    Invalid,
+    /// Corrupt, hostile or missing data in the store.
+    Data,
+    /// A bug or a state that should not happen.
+    Internal,
+}
+
 impl StoreError {
+    /// The coarse class (an exhaustive match: a new variant must be classified).
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            Self::Conflict { .. } => ErrorClass::Conflict,
+            Self::NotFound { .. } | Self::TooLarge { .. } => ErrorClass::Data,
+            Self::Ambiguous { .. } | Self::Unavailable { .. } => ErrorClass::Unavailable,
+            Self::Rejected { .. } => ErrorClass::Unavailable,
+            Self::Config { .. } | Self::NonConformant { .. } => ErrorClass::Invalid,
+        }
+    }
+
     /// True for [`StoreError::Conflict`].
     pub fn is_conflict(&self) -> bool {
         matches!(self, Self::Conflict { .. })

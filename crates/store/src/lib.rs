@@ -47,7 +47,7 @@ pub mod conformance;
 
 pub use clock::{Clock, TokioClock};
 pub use counters::{CounterSnapshot, Counters};
-pub use error::{BoxError, StoreError};
+pub use error::{BoxError, ErrorClass, StoreError};
 pub use fault::{FaultOp, FaultRule, FaultStats, FaultStore};
 pub use latency::{LatencyModel, LatencyStore};
 pub use object_store;

@@ -1,0 +1,448 @@
+//! The consumer: cursor, step planning, prefetch pipeline, checkpoint and restore.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use batchweave_manifest::{Manifest, Watermark, encode_watermark, find_step, watermark_key};
+use batchweave_store::StreamStore;
+use batchweave_tgb::{Grid, Position, convert_step, plan, tgbs_needed_through};
+use bytes::Bytes;
+use tokio::task::JoinHandle;
+
+use crate::poll::Tracker;
+use crate::read::{PlannedRead, Reader};
+use crate::stats::{Live, add};
+use crate::{BatchSource, ConsumerConfig, ConsumerError, ConsumerState, ConsumerStats};
+use batchweave_manifest::{GroupLayout, encode_group_layout, group_layout_key, position_name};
+
+/// One consumer step for this rank.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Batch {
+    /// The consumer step (counted at the consumer's DP degree).
+    pub step: u64,
+    /// The rank's bytes: one entry per read of the step's plan, in plan order (one entry
+    /// under the current remap rule). Every byte passed its slice CRC32.
+    pub data: Vec<Bytes>,
+    /// Where each entry of `data` came from.
+    pub sources: Vec<BatchSource>,
+    /// The manifest version the step was planned from.
+    pub version: u64,
+}
+
+type Fetched = Result<(Vec<Bytes>, Vec<BatchSource>), ConsumerError>;
+
+struct InFlight {
+    step: u64,
+    version: u64,
+    handle: JoinHandle<Fetched>,
+}
+
+/// A training rank's reader of one stream. See the crate docs for the protocol.
+pub struct Consumer {
+    config: ConsumerConfig,
+    position: Position,
+    store: StreamStore,
+    tracker: Tracker,
+    live: Arc<Live>,
+    reader: Option<Reader>,
+    next_step: u64,
+    version: u64,
+    inflight: VecDeque<InFlight>,
+}
+
+impl std::fmt::Debug for Consumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Consumer")
+            .field("rank", &self.config.rank)
+            .field("position", &self.position)
+            .field("group", &self.config.group)
+            .field("next_step", &self.next_step)
+            .field("version", &self.version)
+            .field("prefetched", &self.inflight.len())
+            .finish()
+    }
+}
+
+/// The stream's grid as the first retained descriptor of `m` records it.
+fn grid_of(m: &Manifest) -> Option<Grid> {
+    m.tgbs.first().map(|d| Grid::new(d.dp, d.cp))
+}
+
+fn remap_err(what: String) -> impl FnOnce(batchweave_tgb::TgbError) -> ConsumerError {
+    move |e| ConsumerError::remap(what, e)
+}
+
+impl Consumer {
+    /// Opens a consumer at consumer step 0 and registers the group layout
+    /// (`watermarks/<group>/_layout`).
+    pub async fn open(store: StreamStore, config: ConsumerConfig) -> Result<Self, ConsumerError> {
+        let mut c = Self::build(store, config, 0).await?;
+        c.tracker.start_at(0).await?;
+        c.after_start()?;
+        Ok(c)
+    }
+
+    /// Resumes from a checkpointed cursor: the next [`next`](Self::next) returns exactly
+    /// consumer step `state.next_step` (converted to this config's DP degree when it
+    /// differs from the state's; that must fall on a step boundary).
+    pub async fn restore(
+        store: StreamStore,
+        config: ConsumerConfig,
+        state: &ConsumerState,
+    ) -> Result<Self, ConsumerError> {
+        state.check()?;
+        if state.group != config.group {
+            return Err(ConsumerError::state(format!(
+                "the state belongs to consumer group {:?}, this consumer is in group {:?}",
+                state.group, config.group
+            )));
+        }
+        let step = if state.dp == config.dp {
+            state.next_step
+        } else {
+            convert_step(state.next_step, state.dp, config.dp).map_err(remap_err(format!(
+                "restoring a checkpoint taken at DP={} (next step {}) with DP={}",
+                state.dp, state.next_step, config.dp
+            )))?
+        };
+        let mut c = Self::build(store, config, step).await?;
+        c.tracker.start_at(state.version).await?;
+        c.after_start()?;
+        Ok(c)
+    }
+
+    async fn build(
+        store: StreamStore,
+        config: ConsumerConfig,
+        next_step: u64,
+    ) -> Result<Self, ConsumerError> {
+        config.validate()?;
+        let position = config.position()?;
+        // Private counters, so stats are this consumer's even when the handle is shared.
+        let store = store.scoped("");
+        let layout = GroupLayout {
+            dp: config.dp,
+            cp: config.cp,
+            updated_at_ms: store.clock().unix_millis(),
+        };
+        let key =
+            group_layout_key(&config.group).map_err(|e| ConsumerError::config(e.to_string()))?;
+        store.put(&key, encode_group_layout(&layout)).await?;
+        let live = Arc::new(Live::default());
+        let tracker = Tracker::new(store.clone(), config.limits, live.clone());
+        Ok(Self {
+            config,
+            position,
+            store,
+            tracker,
+            live,
+            reader: None,
+            next_step,
+            version: 0,
+            inflight: VecDeque::new(),
+        })
+    }
+
+    /// After the tracker found its first manifest: learn the grid, check the remap, and
+    /// refuse a cursor whose data was reclaimed.
+    fn after_start(&mut self) -> Result<(), ConsumerError> {
+        self.version = self.tracker.current.version;
+        self.learn_grid()?;
+        if let Some(grid) = self.grid() {
+            let m = self.tracker.current.clone();
+            let lowest = self.lowest_tgb(grid, self.next_step)?;
+            if lowest < m.first_step {
+                return Err(ConsumerError::DataReclaimed {
+                    step: self.next_step,
+                    tgb_step: lowest,
+                    version: m.version,
+                    first_step: m.first_step,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn learn_grid(&mut self) -> Result<(), ConsumerError> {
+        if self.reader.is_some() {
+            return Ok(());
+        }
+        if let Some(grid) = grid_of(&self.tracker.current) {
+            // Surfaces an impossible CP ratio now rather than at the first read.
+            tgbs_needed_through(grid, self.config.grid(), 0).map_err(remap_err(format!(
+                "consumer grid DP={} x CP={} on a stream of grid D={} x C={}",
+                self.config.dp, self.config.cp, grid.dp, grid.cp
+            )))?;
+            self.reader = Some(Reader::new(
+                self.store.clone(),
+                self.config.read_mode,
+                self.config.token_bytes,
+                grid,
+                self.live.clone(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The stream's TGB grid, once a TGB has been seen.
+    pub fn grid(&self) -> Option<Grid> {
+        self.reader.as_ref().map(|r| r.grid)
+    }
+
+    /// This rank's `(d, c)` position.
+    pub fn position(&self) -> Position {
+        self.position
+    }
+
+    /// The configuration the consumer runs with.
+    pub fn config(&self) -> &ConsumerConfig {
+        &self.config
+    }
+
+    /// The newest manifest version the consumer has read.
+    pub fn manifest_version(&self) -> u64 {
+        self.tracker.current.version
+    }
+
+    fn lowest_tgb(&self, grid: Grid, step: u64) -> Result<u64, ConsumerError> {
+        let reads = plan(grid, self.config.grid(), self.position, step)
+            .map_err(remap_err(format!("planning consumer step {step}")))?;
+        Ok(reads.iter().map(|r| r.tgb_index).min().unwrap_or(0))
+    }
+
+    /// Whether `m` holds every TGB consumer step `step` needs.
+    fn covers(
+        known: Option<Grid>,
+        consumer: Grid,
+        m: &Manifest,
+        step: u64,
+    ) -> Result<bool, ConsumerError> {
+        let Some(grid) = known.or_else(|| grid_of(m)) else {
+            return Ok(false);
+        };
+        let through = tgbs_needed_through(grid, consumer, step)
+            .map_err(remap_err(format!("consumer step {step}")))?;
+        Ok(m.total_tgbs > through)
+    }
+
+    /// Waits until the held manifest covers `step`.
+    async fn ensure_covered(&mut self, step: u64) -> Result<(), ConsumerError> {
+        let (known, consumer) = (self.grid(), self.config.grid());
+        let waited = self
+            .tracker
+            .wait_until(
+                |m| Self::covers(known, consumer, m, step),
+                self.config.poll_min,
+                self.config.poll_max,
+            )
+            .await?;
+        if let Some(d) = waited {
+            self.live.add_stall(d);
+        }
+        self.learn_grid()
+    }
+
+    /// The reads of `step` against the held manifest (which must cover it).
+    fn plan_step(&self, step: u64) -> Result<Vec<PlannedRead>, ConsumerError> {
+        let m = &self.tracker.current;
+        let grid = self.grid().ok_or_else(|| ConsumerError::Internal {
+            message: "planning before the grid is known".into(),
+        })?;
+        let reads = plan(grid, self.config.grid(), self.position, step)
+            .map_err(remap_err(format!("planning consumer step {step}")))?;
+        reads
+            .into_iter()
+            .map(|read| {
+                if read.tgb_index < m.first_step {
+                    return Err(ConsumerError::DataReclaimed {
+                        step,
+                        tgb_step: read.tgb_index,
+                        version: m.version,
+                        first_step: m.first_step,
+                    });
+                }
+                let desc = find_step(m, read.tgb_index).cloned().ok_or_else(|| {
+                    ConsumerError::Internal {
+                        message: format!(
+                            "TGB step {} is not in version {} although it covers step {step}",
+                            read.tgb_index, m.version
+                        ),
+                    }
+                })?;
+                Ok(PlannedRead { desc, read })
+            })
+            .collect()
+    }
+
+    fn spawn(&self, step: u64) -> Result<InFlight, ConsumerError> {
+        let reads = self.plan_step(step)?;
+        let reader = self.reader.clone().ok_or_else(|| ConsumerError::Internal {
+            message: "no reader".into(),
+        })?;
+        let clock = self.store.clock().clone();
+        let handle = tokio::spawn(async move {
+            let t0 = clock.now();
+            let out = reader.fetch_step(&reads).await;
+            if out.is_ok() {
+                reader
+                    .live
+                    .record_latency(clock.now().saturating_duration_since(t0));
+            }
+            out
+        });
+        Ok(InFlight {
+            step,
+            version: self.tracker.current.version,
+            handle,
+        })
+    }
+
+    /// Starts fetches for `step` and the following steps the held manifest already covers,
+    /// up to `prefetch` steps ahead of `step`.
+    fn fill(&mut self, step: u64) -> Result<(), ConsumerError> {
+        let depth = self.config.prefetch.saturating_add(1);
+        while self.inflight.len() < depth {
+            let s = match self.inflight.back() {
+                Some(b) => b.step.saturating_add(1),
+                None => step,
+            };
+            let covered = Self::covers(self.grid(), self.config.grid(), &self.tracker.current, s);
+            if s != step && !matches!(covered, Ok(true)) {
+                break;
+            }
+            match self.spawn(s) {
+                Ok(f) => self.inflight.push_back(f),
+                Err(e) if s == step => return Err(e),
+                Err(_) => break,
+            }
+        }
+        Ok(())
+    }
+
+    fn abort_inflight(&mut self) {
+        for f in self.inflight.drain(..) {
+            f.handle.abort();
+        }
+    }
+
+    /// The next step's batch for this rank. Waits (polling for new manifest versions with
+    /// bounded backoff) until the step is visible. On error the cursor does not move, so
+    /// the call can be repeated.
+    pub async fn next(&mut self) -> Result<Batch, ConsumerError> {
+        let step = self.next_step;
+        let out = self.next_inner(step).await;
+        if out.is_err() {
+            self.abort_inflight();
+        }
+        out
+    }
+
+    async fn next_inner(&mut self, step: u64) -> Result<Batch, ConsumerError> {
+        if self.inflight.front().map(|f| f.step) != Some(step) {
+            self.abort_inflight();
+            self.ensure_covered(step).await?;
+        }
+        let (version, (data, sources)) = if self.config.prefetch == 0 {
+            let reads = self.plan_step(step)?;
+            let reader = self.reader.clone().ok_or_else(|| ConsumerError::Internal {
+                message: "no reader".into(),
+            })?;
+            let clock = self.store.clock().clone();
+            let t0 = clock.now();
+            let out = reader.fetch_step(&reads).await?;
+            self.live
+                .record_latency(clock.now().saturating_duration_since(t0));
+            (self.tracker.current.version, out)
+        } else {
+            self.fill(step)?;
+            let f = self
+                .inflight
+                .pop_front()
+                .ok_or_else(|| ConsumerError::Internal {
+                    message: "prefetch queue empty".into(),
+                })?;
+            let out = f.handle.await.map_err(|e| ConsumerError::Internal {
+                message: format!("fetch task for step {step} failed: {e}"),
+            })??;
+            (f.version, out)
+        };
+        self.next_step = step.saturating_add(1);
+        self.version = version;
+        add(&self.live.steps, 1);
+        add(
+            &self.live.bytes_delivered,
+            data.iter().map(|b| b.len() as u64).sum(),
+        );
+        if let (Some(reader), Some(grid)) = (&self.reader, self.grid())
+            && let Ok(lowest) = self.lowest_tgb(grid, self.next_step)
+        {
+            reader.evict_below(lowest);
+        }
+        Ok(Batch {
+            step,
+            data,
+            sources,
+            version,
+        })
+    }
+
+    /// The cursor after the last batch [`next`](Self::next) returned: save it with the
+    /// checkpoint and pass it to [`restore`](Self::restore).
+    pub fn state(&self) -> ConsumerState {
+        ConsumerState {
+            version: self.version,
+            next_step: self.next_step,
+            dp: self.config.dp,
+            cp: self.config.cp,
+            group: self.config.group.clone(),
+        }
+    }
+
+    /// Tells the consumer that a checkpoint holding `state` is durable: writes this
+    /// position's watermark `watermarks/<group>/d{d}-c{c}.wm` with the state's version and
+    /// the lowest TGB step the state's next consumer step needs (GC keeps everything from
+    /// there on).
+    pub async fn checkpoint_committed(&self, state: &ConsumerState) -> Result<(), ConsumerError> {
+        state.check()?;
+        if (state.group.as_str(), state.dp, state.cp)
+            != (self.config.group.as_str(), self.config.dp, self.config.cp)
+        {
+            return Err(ConsumerError::state(format!(
+                "state of group {:?} at DP={} CP={} does not belong to this consumer \
+                 (group {:?}, DP={} CP={})",
+                state.group, state.dp, state.cp, self.config.group, self.config.dp, self.config.cp
+            )));
+        }
+        // Without a known grid nothing was read yet: hold the mark at the start.
+        let step = match self.grid() {
+            Some(grid) => self.lowest_tgb(grid, state.next_step)?,
+            None => 0,
+        };
+        let position = position_name(self.position.d, self.position.c);
+        let key = watermark_key(&self.config.group, &position)
+            .map_err(|e| ConsumerError::config(format!("watermark key: {e}")))?;
+        let wm = Watermark {
+            version: state.version,
+            step,
+            updated_at_ms: self.store.clock().unix_millis(),
+        };
+        self.store.put(&key, encode_watermark(&wm)).await?;
+        Ok(())
+    }
+
+    /// Statistics since open.
+    pub fn stats(&self) -> ConsumerStats {
+        let mut s = self.live.snapshot(self.store.stats());
+        s.footers_cached = self
+            .reader
+            .as_ref()
+            .map_or(0, |r| r.cached_footers() as u64);
+        s
+    }
+}
+
+impl Drop for Consumer {
+    fn drop(&mut self) {
+        self.abort_inflight();
+    }
+}

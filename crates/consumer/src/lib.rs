@@ -1,0 +1,87 @@
+//! The BatchWeave consumer client: a training rank's view of a stream.
+//!
+//! A [`Consumer`] delivers, step after step, exactly this rank's slice of each global batch,
+//! in the one global order the manifest defines, and resumes from a checkpoint to exactly
+//! the next step (paper sections 4.1-4.4 and 5.3).
+//!
+//! * **Position.** `(d, c)` comes from the rank and the mesh ([`ConsumerConfig`], or
+//!   [`ConsumerConfig::from_env`] with `RANK` / `WORLD_SIZE` as torchrun sets them); TP and
+//!   PP ranks of one `(d, c)` read the same bytes.
+//! * **Cursor.** `(manifest version, consumer step)`. The consumer holds the newest manifest
+//!   it has read; when a step's TGBs are not in it, it GETs version `v+1` (never a listing
+//!   of the whole prefix), sleeping with bounded exponential backoff through the store's
+//!   clock while caught up, and jumps to the newest version with one listing after `v+1`
+//!   when it is behind. A TGB is read only once a manifest version references it, so a
+//!   rank never sees a partly committed batch.
+//! * **Reads.** Per TGB the footer is fetched once with one ranged GET at the location the
+//!   manifest records, checked against its CRC32 and the object size, and cached (entries
+//!   below the cursor are evicted). The slice run is one ranged GET, each slice checked
+//!   against its CRC32; a CP split fetches the whole slice, checks it, then cuts it. Up to
+//!   `prefetch` steps already visible are fetched ahead in background tasks.
+//!   [`ReadMode::Dense`] fetches whole objects instead (the paper's baseline).
+//! * **Remap.** A consumer whose DP/CP differ from the stream's grid reads per
+//!   `batchweave_tgb::plan`; a checkpoint restored at another DP is converted with
+//!   `batchweave_tgb::convert_step`.
+//! * **Checkpoints.** [`Consumer::state`] is the cursor ([`ConsumerState`], JSON via
+//!   [`ConsumerState::to_bytes`]); [`Consumer::restore`] resumes from it;
+//!   [`Consumer::checkpoint_committed`] writes this position's watermark.
+//!
+//! # Objects the consumer writes
+//!
+//! | key | content |
+//! |---|---|
+//! | `watermarks/<group>/_layout` | group layout, written (plain put, idempotent) on open and restore: a `GroupLayout` envelope (docs/format.md) with the group's consumer DP and CP degrees. GC derives the positions `d{d}-c{c}` for `d < D`, `c < C` from it; a position without a watermark holds the mark at step 0 |
+//! | `watermarks/<group>/d{d}-c{c}.wm` | the position's watermark (`Watermark` envelope, see `docs/format.md`): `version` = the checkpointed cursor's manifest version, `step` = the lowest TGB step the checkpoint's next consumer step needs, `updated_at_ms` from the store's clock |
+//!
+//! # Example
+//!
+//! ```
+//! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+//! use batchweave_consumer::{Consumer, ConsumerConfig};
+//! use batchweave_manifest::{Manifest, Pending, TgbDescriptor, encode_manifest, manifest_key, rebase, tgb_key};
+//! use batchweave_store::StreamStore;
+//! use batchweave_tgb::encode_tgb;
+//! use bytes::Bytes;
+//!
+//! // A producer wrote one D=2 x C=1 TGB and committed it as version 1.
+//! let store = StreamStore::in_memory();
+//! let tgb = encode_tgb(2, 1, vec![Bytes::from_static(b"replica-0"), Bytes::from_static(b"replica-1")])?;
+//! let key = tgb_key("p0", 1, 1);
+//! store.put(&key, tgb.to_bytes()).await?;
+//! let desc = TgbDescriptor {
+//!     key, object_size: tgb.object_size, dp: 2, cp: 1,
+//!     footer_offset: tgb.footer_offset, footer_length: tgb.footer_length,
+//!     footer_crc32: tgb.footer_crc32, producer_id: "p0".into(), epoch: 1, sequence: 1,
+//!     payload_bytes: tgb.payload_bytes, ..Default::default()
+//! };
+//! let pending = Pending { producer_id: "p0".into(), epoch: 1, incarnation: 1, tgbs: vec![desc], source_offset: 1, now_ms: 0 };
+//! let v1 = rebase(&Manifest::genesis(), &pending, 0)?;
+//! store.create(&manifest_key(1), encode_manifest(&v1)).await?;
+//!
+//! // Rank 1 of a DP=2 job reads replica 1 of step 0.
+//! let config = ConsumerConfig::new(1, 2, [2, 1, 1, 1], "train");
+//! let mut consumer = Consumer::open(store, config).await?;
+//! let batch = consumer.next().await?;
+//! assert_eq!((batch.step, &batch.data[0][..]), (0, &b"replica-1"[..]));
+//! assert_eq!(consumer.state().next_step, 1);
+//! // One ranged GET for the 60-byte footer, one for the 9-byte slice.
+//! let stats = consumer.stats();
+//! assert_eq!((stats.footer_bytes, stats.slice_bytes, stats.store.range_gets), (60, 9, 2));
+//! # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
+//! ```
+
+mod config;
+mod consumer;
+mod error;
+mod poll;
+mod read;
+mod state;
+mod stats;
+
+pub use config::{ConsumerConfig, MAX_PREFETCH, ReadMode};
+pub use consumer::{Batch, Consumer};
+pub use error::ConsumerError;
+pub use poll::LIST_PROBE_EVERY;
+pub use read::BatchSource;
+pub use state::{ConsumerState, MAX_STATE_BYTES, STATE_FORMAT};
+pub use stats::{ConsumerStats, LATENCY_SAMPLES, LatencySummary};

@@ -1,0 +1,255 @@
+//! TGB reads: footer cache, one ranged GET per slice run, CRC checks, dense baseline.
+//!
+//! ```text
+//!  descriptor (from the manifest)      footer cache (per TGB step)
+//!  key, object_size, footer_offset ──> GET [F, F+len) once ──> SliceIndex
+//!  footer_length, footer_crc32                                    │ range_of(first, count)
+//!                                                                 v
+//!                              GET [offset_first, end_last) ──> split_run: CRC per slice
+//!                                                                 │ part? cut_part
+//!                                                                 v
+//!                                                           bytes for the rank
+//! ```
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use batchweave_manifest::TgbDescriptor;
+use batchweave_store::StreamStore;
+use batchweave_tgb::{
+    FooterCheck, Grid, SliceIndex, SliceRead, TgbError, cut_part, decode_footer, decode_object,
+};
+use bytes::Bytes;
+use tokio::sync::OnceCell;
+
+use crate::stats::{Live, add};
+use crate::{ConsumerError, ReadMode};
+
+/// Where one piece of a batch came from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BatchSource {
+    /// Global TGB step (position in the stream's TGB list).
+    pub tgb_step: u64,
+    /// TGB object key.
+    pub key: String,
+    /// Producer that wrote the TGB.
+    pub producer_id: String,
+    /// The producer's sequence number of the TGB.
+    pub sequence: u64,
+    /// Manifest version in which the TGB became visible.
+    pub visible_version: u64,
+    /// First slice id read.
+    pub first_slice: u32,
+    /// Number of contiguous slices read.
+    pub slice_count: u32,
+    /// `Some((index, parts))` when only a part of the slice is delivered (CP split).
+    pub part: Option<(u32, u32)>,
+}
+
+/// One planned read: the descriptor of its TGB and what to read from it.
+#[derive(Debug, Clone)]
+pub(crate) struct PlannedRead {
+    pub(crate) desc: TgbDescriptor,
+    pub(crate) read: SliceRead,
+}
+
+type FooterCell = Arc<OnceCell<Arc<SliceIndex>>>;
+
+/// Shared by the consumer and its prefetch tasks; cloning is cheap.
+#[derive(Debug, Clone)]
+pub(crate) struct Reader {
+    pub(crate) store: StreamStore,
+    pub(crate) mode: ReadMode,
+    pub(crate) token_bytes: u32,
+    pub(crate) grid: Grid,
+    pub(crate) live: Arc<Live>,
+    footers: Arc<Mutex<HashMap<u64, FooterCell>>>,
+}
+
+fn data_err(key: &str, what: &str, e: TgbError) -> ConsumerError {
+    ConsumerError::data(key, format!("{what}: {e}"))
+}
+
+impl Reader {
+    pub(crate) fn new(
+        store: StreamStore,
+        mode: ReadMode,
+        token_bytes: u32,
+        grid: Grid,
+        live: Arc<Live>,
+    ) -> Self {
+        Self {
+            store,
+            mode,
+            token_bytes,
+            grid,
+            live,
+            footers: Arc::default(),
+        }
+    }
+
+    /// Drops cached footers of TGB steps below `step`.
+    pub(crate) fn evict_below(&self, step: u64) {
+        if let Ok(mut m) = self.footers.lock() {
+            m.retain(|&s, _| s >= step);
+        }
+    }
+
+    /// Number of cached footers.
+    pub(crate) fn cached_footers(&self) -> usize {
+        self.footers.lock().map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// Reads every planned read of one step, in order.
+    pub(crate) async fn fetch_step(
+        &self,
+        reads: &[PlannedRead],
+    ) -> Result<(Vec<Bytes>, Vec<BatchSource>), ConsumerError> {
+        let mut data = Vec::with_capacity(reads.len());
+        let mut sources = Vec::with_capacity(reads.len());
+        for r in reads {
+            data.push(self.fetch_one(r).await?);
+            sources.push(BatchSource {
+                tgb_step: r.read.tgb_index,
+                key: r.desc.key.clone(),
+                producer_id: r.desc.producer_id.clone(),
+                sequence: r.desc.sequence,
+                visible_version: r.desc.visible_version,
+                first_slice: r.read.first_slice,
+                slice_count: r.read.slice_count,
+                part: r.read.part,
+            });
+        }
+        Ok((data, sources))
+    }
+
+    async fn fetch_one(&self, r: &PlannedRead) -> Result<Bytes, ConsumerError> {
+        let d = &r.desc;
+        if (d.dp, d.cp) != (self.grid.dp, self.grid.cp) {
+            return Err(ConsumerError::data(
+                &d.key,
+                format!(
+                    "TGB at step {} has grid D={} x C={}, but the stream's grid is D={} x C={} \
+                     (all TGBs of a stream must share one grid)",
+                    r.read.tgb_index, d.dp, d.cp, self.grid.dp, self.grid.cp
+                ),
+            ));
+        }
+        let (index, run) = match self.mode {
+            ReadMode::Range => {
+                let index = self.footer(r.read.tgb_index, d).await?;
+                let range = index
+                    .range_of(r.read.first_slice, r.read.slice_count)
+                    .map_err(|e| data_err(&d.key, "slice run", e))?;
+                let run = self.store.get_range(&d.key, range).await?;
+                add(&self.live.slice_bytes, run.len() as u64);
+                (index, run)
+            }
+            ReadMode::Dense => {
+                let object = self.store.get(&d.key, d.object_size).await?;
+                add(&self.live.slice_bytes, object.len() as u64);
+                if object.len() as u64 != d.object_size {
+                    return Err(ConsumerError::data(
+                        &d.key,
+                        format!(
+                            "object is {} bytes, the manifest says {}",
+                            object.len(),
+                            d.object_size
+                        ),
+                    ));
+                }
+                let index = decode_object(&object).map_err(|e| data_err(&d.key, "object", e))?;
+                check_grid(&index, d)?;
+                let range = index
+                    .range_of(r.read.first_slice, r.read.slice_count)
+                    .map_err(|e| data_err(&d.key, "slice run", e))?;
+                // decode_object checked every entry lies inside the payload.
+                let run = object.slice(
+                    usize::try_from(range.start)
+                        .unwrap_or(usize::MAX)
+                        .min(object.len())
+                        ..usize::try_from(range.end)
+                            .unwrap_or(usize::MAX)
+                            .min(object.len()),
+                );
+                (Arc::new(index), run)
+            }
+        };
+        let slices = index
+            .split_run(r.read.first_slice, r.read.slice_count, &run)
+            .map_err(|e| {
+                data_err(
+                    &d.key,
+                    &format!(
+                        "slices {}..{} of TGB step {}",
+                        r.read.first_slice,
+                        r.read.first_slice.saturating_add(r.read.slice_count),
+                        r.read.tgb_index
+                    ),
+                    e,
+                )
+            })?;
+        match r.read.part {
+            // split_run checked that the run is exactly the slices, back to back.
+            None => Ok(run),
+            Some((i, m)) => {
+                let slice = slices.first().cloned().unwrap_or_default();
+                cut_part(&slice, i, m, self.token_bytes).map_err(|e| {
+                    data_err(
+                        &d.key,
+                        &format!("part {i} of {m} of slice {}", r.read.first_slice),
+                        e,
+                    )
+                })
+            }
+        }
+    }
+
+    /// The footer of the TGB at `step`, from the cache or with one ranged GET.
+    async fn footer(&self, step: u64, d: &TgbDescriptor) -> Result<Arc<SliceIndex>, ConsumerError> {
+        let cell = {
+            let mut m = self.footers.lock().map_err(|_| ConsumerError::Internal {
+                message: "footer cache lock poisoned".into(),
+            })?;
+            m.entry(step).or_default().clone()
+        };
+        if let Some(idx) = cell.get() {
+            add(&self.live.footer_cache_hits, 1);
+            return Ok(idx.clone());
+        }
+        let idx = cell
+            .get_or_try_init(|| async {
+                let end = d
+                    .footer_offset
+                    .checked_add(u64::from(d.footer_length))
+                    .ok_or_else(|| ConsumerError::data(&d.key, "footer range overflows"))?;
+                let bytes = self.store.get_range(&d.key, d.footer_offset..end).await?;
+                add(&self.live.footers_read, 1);
+                add(&self.live.footer_bytes, bytes.len() as u64);
+                let check = FooterCheck::new(d.footer_offset, d.footer_crc32)
+                    .with_object_size(d.object_size);
+                let index =
+                    decode_footer(&bytes, check).map_err(|e| data_err(&d.key, "footer", e))?;
+                check_grid(&index, d)?;
+                Ok::<_, ConsumerError>(Arc::new(index))
+            })
+            .await?;
+        Ok(idx.clone())
+    }
+}
+
+fn check_grid(index: &SliceIndex, d: &TgbDescriptor) -> Result<(), ConsumerError> {
+    if (index.dp(), index.cp()) != (d.dp, d.cp) {
+        return Err(ConsumerError::data(
+            &d.key,
+            format!(
+                "footer grid D={} x C={} differs from the manifest's D={} x C={}",
+                index.dp(),
+                index.cp(),
+                d.dp,
+                d.cp
+            ),
+        ));
+    }
+    Ok(())
+}
