@@ -11,9 +11,17 @@ async fn kinds_of_real_failures() {
     assert!(e.message().contains("unsupported scheme"), "{e}");
 
     let stream = Stream::open("memory:///").await.unwrap();
-    let mut zombie = stream.producer("p").settings(ProducerSettings::default()).open().await.unwrap();
+    let mut zombie = stream
+        .producer("p")
+        .settings(ProducerSettings::default())
+        .open()
+        .await
+        .unwrap();
     let _fresh = stream.producer("p").open().await.unwrap();
-    zombie.append(1, 1, vec![Bytes::from_static(b"x")], 1).await.unwrap();
+    zombie
+        .append(1, 1, vec![Bytes::from_static(b"x")], 1)
+        .await
+        .unwrap();
     let e: batchweave::Error = zombie.flush().await.unwrap_err().into();
     assert_eq!(e.kind(), ErrorKind::Fenced, "{e}");
     assert!(std::error::Error::source(&e).is_some());

@@ -197,12 +197,18 @@ impl Reclaimer {
         let mut listed: HashSet<&str> = HashSet::with_capacity(m.tgbs.len());
         for (i, d) in m.tgbs.iter().enumerate() {
             listed.insert(d.key.as_str());
-            if m.first_step + (i as u64) < b.low_water_step {
+            let step = m.first_step + (i as u64);
+            if step < b.low_water_step {
+                // Deleted again on every pass until a commit trims it (idempotent,
+                // and it finishes an interrupted pass), but counted only the
+                // first time it falls below the mark.
                 if !dry {
                     self.store.delete(&d.key).await?;
                 }
-                report.tgbs_deleted += 1;
-                report.bytes_freed += d.object_size;
+                if step >= b0.low_water_step {
+                    report.tgbs_deleted += 1;
+                    report.bytes_freed += d.object_size;
+                }
             }
         }
 

@@ -102,7 +102,9 @@ impl StreamStore {
             counters: Arc::new(Counters::default()),
             clock: TokioClock::shared(),
             retry: RetryPolicy::default(),
-            rng: Arc::new(Mutex::new(StdRng::seed_from_u64(0x5eed))),
+            // Entropy by default: probe keys and backoff jitter must differ
+            // between processes; simulations pass a seed with `with_seed`.
+            rng: Arc::new(Mutex::new(StdRng::from_os_rng())),
         }
     }
 
