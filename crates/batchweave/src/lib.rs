@@ -59,6 +59,11 @@
 mod error;
 mod stream;
 
+/// The README's Rust example, compiled as a doctest so it cannot rot.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 pub use batchweave_consumer::{
     Batch, Consumer, ConsumerConfig, ConsumerState, ConsumerStats, ReadMode,
 };

@@ -475,11 +475,10 @@ pub(crate) async fn run(args: DemoArgs) -> Result<()> {
         fetched as f64 / delivered.max(1) as f64
     );
     println!(
-        "  reclaimed          {:>10.1} MiB; peak retained {:.1} MiB; retained now {:.1} MiB in {} TGBs",
+        "  reclaimed          {:>10.1} MiB; peak retained {:.1} MiB; TGB objects stored now {:.1} MiB",
         mib(freed),
         mib(peak),
-        mib(info.retained_bytes),
-        info.retained_tgbs
+        mib(stored)
     );
     println!("  producer restart   prep-0 killed at half its work and resumed from offset");
     println!(
