@@ -4,8 +4,10 @@
 //! |---|---|
 //! | `cargo xtask ci` | fmt check, clippy `-D warnings`, docs with warnings denied, then `test` |
 //! | `cargo xtask test` | starts moto (S3), Azurite and SeaweedFS on 127.0.0.1, runs every test against them, stops them |
+//! | `cargo xtask chaos [--short]` | real produce/consume/gc processes on SeaweedFS with SIGKILLs and a server restart; checks 0 lost/duplicated/reordered |
 //! | `cargo xtask servers` | starts the servers, prints their environment, waits for Enter, stops them |
 
+mod chaos;
 mod servers;
 
 use std::process::Command;
@@ -93,7 +95,9 @@ fn ci() -> Result<()> {
             .args(["doc", "--workspace", "--no-deps", "--all-features"])
             .env("RUSTDOCFLAGS", "-Dwarnings"),
     )?;
-    test()
+    test()?;
+    eprintln!("\n==> chaos (short): real processes, SIGKILLs, an S3 server restart");
+    chaos::chaos(true)
 }
 
 fn main() -> Result<()> {
@@ -101,6 +105,7 @@ fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("test") => test(),
+        Some("chaos") => chaos::chaos(args.iter().any(|a| a == "--short")),
         Some("servers") => {
             let s = servers::start(true)?;
             for (k, v) in &s.env {
@@ -113,7 +118,7 @@ fn main() -> Result<()> {
             Ok(())
         }
         _ => {
-            eprintln!("usage: cargo xtask <ci|test|servers>");
+            eprintln!("usage: cargo xtask <ci|test|chaos [--short]|servers>");
             std::process::exit(2)
         }
     }

@@ -13,6 +13,8 @@ use anyhow::{Context, Result, bail};
 /// Running servers; killed on drop.
 pub(crate) struct Servers {
     children: Vec<(String, Child)>,
+    /// How SeaweedFS was started (binary, arguments, S3 port), to restart it.
+    seaweed: Option<(PathBuf, Vec<String>, u16)>,
     /// Environment the tests read.
     pub(crate) env: Vec<(String, String)>,
 }
@@ -168,6 +170,30 @@ fn start_moto(servers: &mut Servers, venv: &Path) -> Result<()> {
     Ok(())
 }
 
+impl Servers {
+    /// Stops SeaweedFS and starts it again on the same ports and data
+    /// directory (its data survives), waiting until the bucket answers.
+    pub(crate) fn restart_seaweed(&mut self) -> Result<()> {
+        let (weed, args, port) = self.seaweed.clone().context("SeaweedFS is not running")?;
+        if let Some(i) = self.children.iter().position(|(n, _)| n == "seaweedfs") {
+            let (_, mut c) = self.children.remove(i);
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let child = spawn("seaweedfs", Command::new(&weed).args(&args))?;
+        self.children.push(("seaweedfs".into(), child));
+        wait_port("seaweedfs", port, Duration::from_secs(60))?;
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(60) {
+            if let Ok(200) = http(port, "HEAD", "/bwtest") {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        bail!("SeaweedFS did not come back; see .run/seaweedfs.log")
+    }
+}
+
 fn start_seaweed(servers: &mut Servers, venv: &Path) -> Result<()> {
     let weed = venv.join("bin/weed");
     if !weed.exists() {
@@ -180,23 +206,22 @@ fn start_seaweed(servers: &mut Servers, venv: &Path) -> Result<()> {
     let master = free_port()?;
     let volume = free_port()?;
     let filer = free_port()?;
-    let child = spawn(
-        "seaweedfs",
-        Command::new(weed).args([
-            "mini",
-            &format!("-dir={}", data.display()),
-            "-ip=127.0.0.1",
-            "-ip.bind=127.0.0.1",
-            "-webdav=false",
-            "-admin.ui=false",
-            "-master.telemetry=false",
-            "-bucket=bwtest",
-            &format!("-s3.port={s3_port}"),
-            &format!("-master.port={master}"),
-            &format!("-volume.port={volume}"),
-            &format!("-filer.port={filer}"),
-        ]),
-    )?;
+    let args: Vec<String> = vec![
+        "mini".into(),
+        format!("-dir={}", data.display()),
+        "-ip=127.0.0.1".into(),
+        "-ip.bind=127.0.0.1".into(),
+        "-webdav=false".into(),
+        "-admin.ui=false".into(),
+        "-master.telemetry=false".into(),
+        "-bucket=bwtest".into(),
+        format!("-s3.port={s3_port}"),
+        format!("-master.port={master}"),
+        format!("-volume.port={volume}"),
+        format!("-filer.port={filer}"),
+    ];
+    let child = spawn("seaweedfs", Command::new(&weed).args(&args))?;
+    servers.seaweed = Some((weed.clone(), args, s3_port));
     servers.children.push(("seaweedfs".into(), child));
     wait_port("seaweedfs", s3_port, Duration::from_secs(60))?;
     // The gateway answers before the bucket exists: wait for it.
@@ -265,6 +290,7 @@ fn start_azurite(servers: &mut Servers, node: &Path) -> Result<()> {
 pub(crate) fn start(with_seaweed: bool) -> Result<Servers> {
     let mut servers = Servers {
         children: Vec::new(),
+        seaweed: None,
         env: Vec::new(),
     };
     let venv = venv()?;
