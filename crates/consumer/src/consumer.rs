@@ -78,7 +78,7 @@ impl Consumer {
     pub async fn open(store: StreamStore, config: ConsumerConfig) -> Result<Self, ConsumerError> {
         let mut c = Self::build(store, config, 0).await?;
         c.tracker.start_at(0).await?;
-        c.after_start()?;
+        c.after_start().await?;
         Ok(c)
     }
 
@@ -107,7 +107,7 @@ impl Consumer {
         };
         let mut c = Self::build(store, config, step).await?;
         c.tracker.start_at(state.version).await?;
-        c.after_start()?;
+        c.after_start().await?;
         Ok(c)
     }
 
@@ -144,19 +144,28 @@ impl Consumer {
     }
 
     /// After the tracker found its first manifest: learn the grid, check the remap, and
-    /// refuse a cursor whose data was reclaimed.
-    fn after_start(&mut self) -> Result<(), ConsumerError> {
+    /// refuse a cursor whose data was reclaimed. Reclaimed means below the held
+    /// manifest's `first_step` or below the GC boundary's low-water step: GC
+    /// deletes TGB objects before producers trim them from new versions, so an
+    /// older version can still list objects that are gone.
+    async fn after_start(&mut self) -> Result<(), ConsumerError> {
         self.version = self.tracker.current.version;
         self.learn_grid()?;
         if let Some(grid) = self.grid() {
             let m = self.tracker.current.clone();
+            let low_water = self
+                .tracker
+                .read_boundary()
+                .await?
+                .map_or(0, |b| b.low_water_step);
+            let reclaimed_below = m.first_step.max(low_water);
             let lowest = self.lowest_tgb(grid, self.next_step)?;
-            if lowest < m.first_step {
+            if lowest < reclaimed_below {
                 return Err(ConsumerError::DataReclaimed {
                     step: self.next_step,
                     tgb_step: lowest,
                     version: m.version,
-                    first_step: m.first_step,
+                    first_step: reclaimed_below,
                 });
             }
         }

@@ -44,9 +44,9 @@ pub enum ConsumerError {
     /// The step the cursor needs was trimmed from the stream by GC: the checkpoint being
     /// resumed is older than the stream's low-water mark.
     #[error(
-        "data reclaimed: consumer step {step} needs TGB step {tgb_step}, but manifest version \
-         {version} starts at TGB step {first_step} (GC trimmed everything below it); restore \
-         from a newer checkpoint"
+        "data reclaimed: consumer step {step} needs TGB step {tgb_step}, but GC reclaimed \
+         everything below TGB step {first_step} (manifest version {version}); restore from a \
+         newer checkpoint"
     )]
     DataReclaimed {
         /// The consumer step that was asked for.
@@ -55,7 +55,8 @@ pub enum ConsumerError {
         tgb_step: u64,
         /// The manifest version consulted.
         version: u64,
-        /// That version's first retained TGB step.
+        /// The first TGB step still available: the larger of the version's
+        /// `first_step` and the GC boundary's low-water step.
         first_step: u64,
     },
     /// Checkpoint state bytes are not a consumer state, or the state does not belong to

@@ -127,8 +127,10 @@ impl StoreError {
             Self::Conflict { .. } => ErrorClass::Conflict,
             Self::NotFound { .. } | Self::TooLarge { .. } => ErrorClass::Data,
             Self::Ambiguous { .. } | Self::Unavailable { .. } => ErrorClass::Unavailable,
-            Self::Rejected { .. } => ErrorClass::Unavailable,
-            Self::Config { .. } | Self::NonConformant { .. } => ErrorClass::Invalid,
+            // Permissions, authentication, unsupported requests: retrying cannot help.
+            Self::Rejected { .. } | Self::Config { .. } | Self::NonConformant { .. } => {
+                ErrorClass::Invalid
+            }
         }
     }
 
