@@ -13,7 +13,6 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use batchweave_dac::{AttemptOutcome, CommitPolicy, Decision};
 use batchweave_manifest::{
@@ -81,8 +80,6 @@ pub(crate) struct Committer {
     pub(crate) rng: StdRng,
     pub(crate) shared: Arc<Shared>,
     pub(crate) permits: Arc<Semaphore>,
-    /// Time spent reading the chain since the last attempt (part of tau).
-    read_cost: Duration,
 }
 
 /// Result of one attempt.
@@ -118,7 +115,6 @@ impl Committer {
             pending: VecDeque::new(),
             shared,
             permits,
-            read_cost: Duration::ZERO,
         }
     }
 
@@ -156,6 +152,9 @@ impl Committer {
     async fn attempt(&mut self, n: usize) -> Result<Attempt, ProducerError> {
         let clock = self.store.clock().clone();
         let t0 = clock.now();
+        // TryCommit starts from the current version (paper 5.2): the fragile
+        // window is this probe plus the create, not the whole commit gap.
+        self.refresh().await?;
         for (d, uploaded) in self.pending.iter().take(n) {
             let age = t0.saturating_duration_since(*uploaded);
             if age > self.settings.max_commit_age {
@@ -208,7 +207,8 @@ impl Committer {
             .await;
         self.crash_if(FailPoint::AfterCreate)?;
         let create_time = clock.now().saturating_duration_since(t0);
-        let tau = create_time + std::mem::take(&mut self.read_cost);
+        // The fragile window: from reading the current version to the end of the create.
+        let tau = create_time;
         self.shared.stats_mut(|s| {
             s.attempts += 1;
             s.commit_time += create_time;
@@ -216,9 +216,7 @@ impl Committer {
 
         let outcome = match created {
             Ok(()) => {
-                let r0 = clock.now();
                 self.boundary = chain::read_boundary(&self.store, &self.settings.limits).await?;
-                self.read_cost += clock.now().saturating_duration_since(r0);
                 if v < self.boundary.min_live_version {
                     // Ghost commit: GC had deleted this version number; the
                     // object we created is in no live chain. Not committed.
@@ -295,12 +293,24 @@ impl Committer {
         }
     }
 
+    /// Brings `base` up to date cheaply: one GET of the next version number
+    /// (a 404 when nobody committed since); only if it exists, a listing to
+    /// jump to the newest.
+    async fn refresh(&mut self) -> Result<(), ProducerError> {
+        let next = self.base.version + 1;
+        match chain::read_version(&self.store, next, &self.settings.limits).await? {
+            None => Ok(()),
+            Some(m) => {
+                self.base = m;
+                self.resync(next + 1).await
+            }
+        }
+    }
+
     /// Moves `base` to the newest version at or after `at_least`, if one can
     /// be read; otherwise keeps the current base (the next attempt will
     /// conflict again and retry: stale views cost retries, never correctness).
     async fn resync(&mut self, at_least: u64) -> Result<(), ProducerError> {
-        let clock = self.store.clock().clone();
-        let t0 = clock.now();
         let limits = self.settings.limits;
         let mut found = chain::newest_from(&self.store, at_least, &limits).await?;
         if found.is_none() {
@@ -314,7 +324,6 @@ impl Committer {
         {
             self.base = m;
         }
-        self.read_cost += clock.now().saturating_duration_since(t0);
         Ok(())
     }
 
