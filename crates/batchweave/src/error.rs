@@ -5,25 +5,14 @@ use std::fmt;
 use batchweave_consumer::ConsumerError;
 use batchweave_gc::GcError;
 use batchweave_producer::ProducerError;
-use batchweave_store::{ErrorClass, StoreError};
+use batchweave_store::StoreError;
 
 /// What kind of failure an [`Error`] is; decides what the caller should do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ErrorKind {
-    /// A conditional write lost a race (normally resolved inside BatchWeave).
-    Conflict,
-    /// This producer was replaced by a newer incarnation; stop it.
-    Fenced,
-    /// The object store is unreachable or failing; retry later.
-    Unavailable,
-    /// Bad configuration or arguments; the message says what to fix.
-    Invalid,
-    /// Corrupt, hostile or reclaimed data in the store; investigate.
-    Data,
-    /// A bug; please report it.
-    Internal,
-}
+///
+/// The same classification every layer crate gives its own errors
+/// (`class()`, an exhaustive match in each crate), so nothing is lost or
+/// guessed in between.
+pub use batchweave_store::ErrorClass as ErrorKind;
 
 /// The error of every BatchWeave operation at the facade.
 #[derive(Debug)]
@@ -58,24 +47,12 @@ impl Error {
         }
     }
 
-    fn wrap<E: std::error::Error + Send + Sync + 'static>(class: ErrorClass, e: E) -> Self {
+    fn wrap<E: std::error::Error + Send + Sync + 'static>(kind: ErrorKind, e: E) -> Self {
         Self {
-            kind: kind_of(class),
+            kind,
             message: e.to_string(),
             source: Some(Box::new(e)),
         }
-    }
-}
-
-/// Exhaustive on purpose: a new class must be mapped here.
-fn kind_of(class: ErrorClass) -> ErrorKind {
-    match class {
-        ErrorClass::Conflict => ErrorKind::Conflict,
-        ErrorClass::Fenced => ErrorKind::Fenced,
-        ErrorClass::Unavailable => ErrorKind::Unavailable,
-        ErrorClass::Invalid => ErrorKind::Invalid,
-        ErrorClass::Data => ErrorKind::Data,
-        ErrorClass::Internal => ErrorKind::Internal,
     }
 }
 
