@@ -5,6 +5,7 @@
 //! | `cargo xtask ci` | fmt check, clippy `-D warnings`, docs with warnings denied, then `test` |
 //! | `cargo xtask test` | starts moto (S3), Azurite and SeaweedFS on 127.0.0.1, runs every test against them, stops them |
 //! | `cargo xtask chaos [--short]` | real produce/consume/gc processes on SeaweedFS with SIGKILLs and a server restart; checks 0 lost/duplicated/reordered |
+//! | `cargo xtask bench [--quick]` | `batchweave bench all --sim` in release mode; results in `target/bench/*.json` and `*.svg` (ratios are reported, never asserted) |
 //! | `cargo xtask servers` | starts the servers, prints their environment, waits for Enter, stops them |
 
 mod chaos;
@@ -51,8 +52,10 @@ fn test() -> Result<()> {
             "--workspace",
             "--all-features",
             "--no-fail-fast",
+            // Passing tests' output is shown at the end: the conformance suite
+            // prints one line per store it ran on.
             "--success-output",
-            "never",
+            "final",
             "--failure-output",
             "final",
         ]);
@@ -100,12 +103,63 @@ fn ci() -> Result<()> {
     chaos::chaos(true)
 }
 
+/// Runs every benchmark on the simulated store and checks that each wrote
+/// a JSON object and a plot. Timings and ratios are reported, never asserted.
+fn bench(quick: bool) -> Result<()> {
+    let out = servers::root().join("target/bench");
+    let mut cmd = cargo();
+    cmd.args([
+        "run",
+        "--release",
+        "-p",
+        "batchweave-cli",
+        "--",
+        "bench",
+        "all",
+        "--sim",
+    ]);
+    if quick {
+        cmd.arg("--quick");
+    }
+    cmd.arg("--out").arg(&out);
+    step("batchweave bench all --sim", &mut cmd)?;
+    for name in [
+        "producers",
+        "dac",
+        "consumers",
+        "lifecycle",
+        "exactly-once",
+        "manifest-growth",
+    ] {
+        let json = std::fs::read_to_string(out.join(format!("{name}.json")))
+            .with_context(|| format!("bench {name} wrote no JSON"))?;
+        let t = json.trim();
+        if !(t.starts_with('{')
+            && t.ends_with('}')
+            && t.contains(&format!("\"bench\": \"{name}\"")))
+        {
+            bail!(
+                "bench {name}: {}/{name}.json is not a result object",
+                out.display()
+            );
+        }
+        let svg = std::fs::read_to_string(out.join(format!("{name}.svg")))
+            .with_context(|| format!("bench {name} wrote no plot"))?;
+        if !svg.trim_start().starts_with("<svg") {
+            bail!("bench {name}: the plot is not an SVG");
+        }
+    }
+    eprintln!("xtask: benchmark results in {}", out.display());
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("test") => test(),
         Some("chaos") => chaos::chaos(args.iter().any(|a| a == "--short")),
+        Some("bench") => bench(args.iter().any(|a| a == "--quick")),
         Some("servers") => {
             let s = servers::start(true)?;
             for (k, v) in &s.env {
@@ -118,7 +172,7 @@ fn main() -> Result<()> {
             Ok(())
         }
         _ => {
-            eprintln!("usage: cargo xtask <ci|test|chaos [--short]|servers>");
+            eprintln!("usage: cargo xtask <ci|test|chaos [--short]|bench [--quick]|servers>");
             std::process::exit(2)
         }
     }
