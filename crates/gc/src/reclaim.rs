@@ -118,8 +118,13 @@ impl Reclaimer {
         self.newest(b.min_live_version.max(1)).await
     }
 
-    /// The newest manifest version at or after `from`, if any.
+    /// The newest manifest version at or after `from`, if any: the newest
+    /// listed, then confirmed by probing the next version numbers (a stale
+    /// listing must never make GC take an older version for the newest: the
+    /// orphan sweep would then delete TGBs that newer versions made visible).
     async fn newest(&self, from: u64) -> Result<Option<Manifest>, GcError> {
+        let limit = self.settings.limits.max_bytes.saturating_add(64);
+        let mut found: Option<Manifest> = None;
         for _ in 0..5 {
             let listed = self
                 .store
@@ -133,20 +138,24 @@ impl Reclaimer {
                 .filter_map(|o| parse_manifest_key(&o.key))
                 .max()
             else {
-                return Ok(None);
+                break;
             };
-            if let Some(b) = self
-                .store
-                .get_opt(
-                    &manifest_key(v),
-                    self.settings.limits.max_bytes.saturating_add(64),
-                )
-                .await?
-            {
-                return Ok(Some(decode_manifest(&b, &self.settings.limits)?));
+            if let Some(b) = self.store.get_opt(&manifest_key(v), limit).await? {
+                found = Some(decode_manifest(&b, &self.settings.limits)?);
+                break;
             }
         }
-        Ok(None)
+        let Some(mut m) = found else {
+            return Ok(None);
+        };
+        while let Some(b) = self
+            .store
+            .get_opt(&manifest_key(m.version + 1), limit)
+            .await?
+        {
+            m = decode_manifest(&b, &self.settings.limits)?;
+        }
+        Ok(Some(m))
     }
 
     /// One reclamation pass (see the module docs for the order of steps).

@@ -86,6 +86,8 @@ pub(crate) struct Committer {
 enum Attempt {
     Committed,
     Conflict,
+    /// `max_lag` leaves no room on the current base: nothing was sent.
+    Lagged,
 }
 
 impl Committer {
@@ -129,10 +131,46 @@ impl Committer {
     /// Commits a version with no TGBs that records this incarnation's epoch
     /// (the claim that fences older incarnations). Retries until it lands.
     pub(crate) async fn claim(&mut self) -> Result<(), ProducerError> {
+        let mut bumps = 0;
         loop {
-            if let Attempt::Committed = self.attempt(0).await? {
-                return Ok(());
+            match self.attempt(0).await {
+                Ok(Attempt::Committed) => return Ok(()),
+                Ok(_) => {}
+                // Our view was stale (the epoch we picked is already taken in
+                // a newer version): claim the next one. The newest opener of
+                // an id wins, as with any restart.
+                Err(ProducerError::Fenced { theirs, .. })
+                    if theirs.0 >= self.me.epoch && bumps < 8 =>
+                {
+                    bumps += 1;
+                    self.me.epoch = theirs.0 + 1;
+                }
+                Err(e) => return Err(e),
             }
+        }
+    }
+
+    /// Pending TGBs that the base already holds (a commit whose reply was
+    /// lost and that a later read revealed) are done: never sent again.
+    fn absorb_committed(&mut self) {
+        let Some(e) = self.base.producers.get(&self.me.id) else {
+            return;
+        };
+        if e.epoch != self.me.epoch
+            || e.incarnation != self.me.incarnation
+            || self.base.version < self.boundary.min_live_version
+        {
+            return;
+        }
+        let last = e.last_sequence;
+        let k = self
+            .pending
+            .iter()
+            .take_while(|(d, _)| d.sequence <= last)
+            .count();
+        if k > 0 {
+            self.shared.stats_mut(|s| s.lost_replies_recovered += 1);
+            self.finish_commit(k);
         }
     }
 
@@ -148,13 +186,22 @@ impl Committer {
         }
     }
 
-    /// One commit attempt of the first `n` pending TGBs.
-    async fn attempt(&mut self, n: usize) -> Result<Attempt, ProducerError> {
+    /// One commit attempt of up to `want` pending TGBs (0: an epoch claim).
+    async fn attempt(&mut self, want: usize) -> Result<Attempt, ProducerError> {
         let clock = self.store.clock().clone();
         let t0 = clock.now();
         // TryCommit starts from the current version (paper 5.2): the fragile
         // window is this probe plus the create, not the whole commit gap.
         self.refresh().await?;
+        self.absorb_committed();
+        // The allowance is computed on the refreshed base (it may be longer).
+        let n = self.lag_allowance(want.min(self.pending.len()));
+        if want > 0 && self.pending.is_empty() {
+            return Ok(Attempt::Committed);
+        }
+        if want > 0 && n == 0 {
+            return Ok(Attempt::Lagged);
+        }
         for (d, uploaded) in self.pending.iter().take(n) {
             let age = t0.saturating_duration_since(*uploaded);
             if age > self.settings.max_commit_age {
@@ -270,6 +317,10 @@ impl Committer {
         n: usize,
         lost_reply_possible: bool,
     ) -> Result<Attempt, ProducerError> {
+        if self.base.version < self.boundary.min_live_version {
+            // A version below the boundary may be a ghost: never trust it.
+            return Ok(Attempt::Conflict);
+        }
         match commit_status(
             &self.base,
             &self.me.id,
@@ -312,12 +363,13 @@ impl Committer {
     /// conflict again and retry: stale views cost retries, never correctness).
     async fn resync(&mut self, at_least: u64) -> Result<(), ProducerError> {
         let limits = self.settings.limits;
-        let mut found = chain::newest_from(&self.store, at_least, &limits).await?;
+        // Versions below the boundary may be ghosts: never adopt one.
+        self.boundary = chain::read_boundary(&self.store, &limits).await?;
+        let live = self.boundary.min_live_version.max(1);
+        let mut found = chain::newest_from(&self.store, at_least.max(live), &limits).await?;
         if found.is_none() {
             // The listing may be stale or the version deleted: look from the boundary.
-            self.boundary = chain::read_boundary(&self.store, &limits).await?;
-            found = chain::newest_from(&self.store, self.boundary.min_live_version.max(1), &limits)
-                .await?;
+            found = chain::newest_from(&self.store, live, &limits).await?;
         }
         if let Some(m) = found
             && m.version > self.base.version
@@ -369,7 +421,9 @@ impl Committer {
             }
             let decision = if self.pending.is_empty() {
                 Decision::NeedMoreData
-            } else if !flushers.is_empty() {
+            } else if !flushers.is_empty() || self.pending.len() >= self.settings.max_buffered {
+                // A flush, or a full buffer (appenders are waiting for room):
+                // commit now whatever the policy's batch size.
                 Decision::CommitNow
             } else {
                 self.policy.decide(
@@ -378,30 +432,26 @@ impl Committer {
                 )
             };
             let wait = match decision {
-                Decision::CommitNow => {
-                    let n = self.lag_allowance(self.pending.len());
-                    if n == 0 {
+                Decision::CommitNow => match self.attempt(self.pending.len()).await {
+                    Ok(Attempt::Lagged) => {
                         self.shared.stats_mut(|s| s.lag_waits += 1);
                         Some(self.settings.lag_poll)
-                    } else {
-                        match self.attempt(n).await {
-                            Ok(_) => {
-                                t_last = clock.now();
-                                continue;
-                            }
-                            Err(e) => {
-                                let e = self.shared.set_fatal(e);
-                                tracing::warn!(producer = %self.me.id, error = %e, "producer stopped");
-                                for f in flushers.drain(..) {
-                                    let _ = f.send(Err(ProducerError::Stopped(e.clone())));
-                                }
-                                // Unblock appenders waiting for buffer space.
-                                self.permits.close();
-                                return;
-                            }
-                        }
                     }
-                }
+                    Ok(_) => {
+                        t_last = clock.now();
+                        continue;
+                    }
+                    Err(e) => {
+                        let e = self.shared.set_fatal(e);
+                        tracing::warn!(producer = %self.me.id, error = %e, "producer stopped");
+                        for f in flushers.drain(..) {
+                            let _ = f.send(Err(ProducerError::Stopped(e.clone())));
+                        }
+                        // Unblock appenders waiting for buffer space.
+                        self.permits.close();
+                        return;
+                    }
+                },
                 Decision::WaitFor(d) => Some(d),
                 Decision::NeedMoreData => None,
             };

@@ -142,6 +142,8 @@ impl Producer {
             permits.clone(),
         );
         committer.claim().await?;
+        // The claim may have moved to a newer epoch (a stale first view).
+        let me = committer.me.clone();
         let entry = committer
             .base
             .producers
