@@ -1,0 +1,200 @@
+//! Runs many simulation seeds; exits non-zero on the first failure.
+//!
+//! ```text
+//! sim [--seeds N] [--start S] [--seed S] [--trace] [--verbose] [--plant overwrite|false-success|stale-boundary]
+//! ```
+//! `--seed S` runs one seed (with `--trace` it prints the run's last events
+//! on failure); `--seeds N --start S` runs seeds `S..S+N` with a progress line.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use batchweave_sim::{PlantedBug, SimConfig, run};
+
+/// Prints every `tracing` event of the libraries, with the fields of its
+/// explicit parent span (`BATCHWEAVE_SIM_LOG=2`).
+#[derive(Default)]
+struct Echo {
+    spans: std::sync::Mutex<Vec<String>>,
+}
+
+struct Fields<'a>(&'a mut String);
+
+impl tracing::field::Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push_str(&format!("{}={value:?} ", field.name()));
+    }
+}
+
+impl tracing::Subscriber for Echo {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, attrs: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        let mut line = format!("{}{{", attrs.metadata().name());
+        attrs.record(&mut Fields(&mut line));
+        line.push('}');
+        let mut spans = self.spans.lock().unwrap_or_else(|p| p.into_inner());
+        spans.push(line);
+        tracing::span::Id::from_u64(spans.len() as u64)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut line = String::new();
+        if let Some(id) = event.parent() {
+            let spans = self.spans.lock().unwrap_or_else(|p| p.into_inner());
+            let i = usize::try_from(id.into_u64()).unwrap_or(0);
+            if let Some(s) = i.checked_sub(1).and_then(|i| spans.get(i)) {
+                line.push_str(s);
+                line.push(' ');
+            }
+        }
+        event.record(&mut Fields(&mut line));
+        eprintln!("           [{}] {line}", event.metadata().target());
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+struct Args {
+    start: u64,
+    seeds: u64,
+    trace: bool,
+    verbose: bool,
+    plant: Option<PlantedBug>,
+    cfg: SimConfig,
+}
+
+fn parse() -> Result<Args, String> {
+    let mut a = Args {
+        start: 0,
+        seeds: 1000,
+        trace: false,
+        verbose: false,
+        plant: None,
+        cfg: SimConfig::default(),
+    };
+    let mut it = std::env::args().skip(1);
+    let num = |v: Option<String>, what: &str| -> Result<u64, String> {
+        v.ok_or(format!("{what} needs a value"))?
+            .parse()
+            .map_err(|e| format!("{what}: {e}"))
+    };
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--seeds" => a.seeds = num(it.next(), "--seeds")?,
+            "--start" => a.start = num(it.next(), "--start")?,
+            "--seed" => {
+                a.start = num(it.next(), "--seed")?;
+                a.seeds = 1;
+            }
+            "--trace" => a.trace = true,
+            "--strict" => a.cfg.strict = true,
+            "--small-buffers" => a.cfg.small_buffers = true,
+            "--stale-listings" => a.cfg.stale_listings = true,
+            "--check-max-lag" => a.cfg.check_max_lag = true,
+            "--max-commit-age-ms" => {
+                a.cfg.max_commit_age = Duration::from_millis(num(it.next(), "--max-commit-age-ms")?)
+            }
+            "--orphan-grace-ms" => {
+                a.cfg.orphan_grace =
+                    Some(Duration::from_millis(num(it.next(), "--orphan-grace-ms")?))
+            }
+            "--verbose" | "-v" => a.verbose = true,
+            "--plant" => {
+                a.plant = Some(match it.next().as_deref() {
+                    Some("overwrite") => PlantedBug::CreateOverwrites { rate: 0.5 },
+                    Some("false-success") => PlantedBug::FalseSuccess { rate: 0.5 },
+                    Some("stale-boundary") => PlantedBug::StaleBoundary { rate: 0.5 },
+                    other => {
+                        return Err(format!(
+                            "--plant overwrite|false-success|stale-boundary, not {other:?}"
+                        ));
+                    }
+                })
+            }
+            "-h" | "--help" => {
+                return Err(
+                    "usage: sim [--seeds N] [--start S] [--seed S] [--trace] [--verbose] [--strict] [--small-buffers] [--stale-listings] [--check-max-lag] \
+                     [--max-commit-age-ms MS] [--orphan-grace-ms MS] [--plant overwrite|false-success|stale-boundary]"
+                        .into(),
+                );
+            }
+            other => return Err(format!("unknown argument {other:?} (try --help)")),
+        }
+    }
+    Ok(a)
+}
+
+fn main() -> ExitCode {
+    let args = match parse() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    if std::env::var("BATCHWEAVE_SIM_LOG").is_ok_and(|v| v == "2") {
+        let _ = tracing::subscriber::set_global_default(Echo::default());
+    }
+    let cfg = SimConfig {
+        plant: args.plant,
+        ..args.cfg.clone()
+    };
+    let t0 = Instant::now();
+    let end = args.start.saturating_add(args.seeds);
+    let mut steps = 0u64;
+    for (i, seed) in (args.start..end).enumerate() {
+        match run(seed, &cfg) {
+            Ok(r) => {
+                steps += r.steps;
+                if args.seeds == 1 {
+                    println!("{r:#?}");
+                } else if args.verbose {
+                    println!(
+                        "seed {seed} digest {:016x} steps {} versions {} incarnations {} crashes {} zombies {} restores {} \
+                         conflicts {} ambiguous {} lost-replies {} ghosts {} gc {}/{} reclaimed {:?} faults {:?} virtual {}ms",
+                        r.digest,
+                        r.steps,
+                        r.versions,
+                        r.incarnations,
+                        r.producer_crashes,
+                        r.zombies,
+                        r.consumer_restores,
+                        r.conflicts,
+                        r.ambiguous,
+                        r.lost_replies_recovered,
+                        r.ghosts_prevented,
+                        r.gc_interrupted,
+                        r.gc_passes,
+                        r.reclaimed,
+                        r.faults,
+                        r.virtual_ms
+                    );
+                }
+            }
+            Err(f) => {
+                eprintln!();
+                if args.trace {
+                    for line in f.trace() {
+                        eprintln!("  {line}");
+                    }
+                }
+                eprintln!("FAILED {f}");
+                return ExitCode::FAILURE;
+            }
+        }
+        let done = i as u64 + 1;
+        if done.is_multiple_of(50) || done == args.seeds {
+            let secs = t0.elapsed().as_secs_f64();
+            eprint!(
+                "\r{done}/{} seeds ok ({steps} steps), {:.1} seeds/s   ",
+                args.seeds,
+                done as f64 / secs.max(1e-9)
+            );
+        }
+    }
+    eprintln!();
+    ExitCode::SUCCESS
+}

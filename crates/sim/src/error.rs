@@ -1,0 +1,131 @@
+//! The one error type of this crate: a failed simulation run.
+
+use crate::{PlantedBug, SimConfig};
+
+/// Why a simulation run failed. Every variant carries the seed; the
+/// `Display` output ends with the command that replays the run.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum SimFailure {
+    /// A protocol invariant was violated.
+    #[error("seed {seed}: invariant `{invariant}` violated: {detail}\n{replay}")]
+    Violation {
+        /// The root seed of the run.
+        seed: u64,
+        /// Short name of the invariant (e.g. `ranks-agree`, `no-ghost-commit`).
+        invariant: &'static str,
+        /// What was observed.
+        detail: String,
+        /// The last events of the run before the violation.
+        trace: Vec<String>,
+        /// The command that replays the run.
+        replay: String,
+    },
+    /// The run did not finish within the configured virtual deadline (a
+    /// liveness failure: something waits forever).
+    #[error("seed {seed}: stuck: {detail}\n{replay}")]
+    Stuck {
+        /// The root seed of the run.
+        seed: u64,
+        /// What was still running.
+        detail: String,
+        /// The last events of the run.
+        trace: Vec<String>,
+        /// The command that replays the run.
+        replay: String,
+    },
+    /// The simulation itself could not be set up (bad configuration, no runtime).
+    #[error("seed {seed}: cannot run the simulation: {detail}")]
+    Setup {
+        /// The root seed of the run.
+        seed: u64,
+        /// What went wrong.
+        detail: String,
+    },
+}
+
+/// The command line that replays `seed` under `cfg` bit for bit (the
+/// `sim` binary's flags for the settings it exposes).
+pub fn replay_hint(seed: u64, cfg: &SimConfig) -> String {
+    let d = SimConfig::default();
+    let mut flags = String::new();
+    if cfg.strict {
+        flags.push_str(" --strict");
+    }
+    if cfg.small_buffers {
+        flags.push_str(" --small-buffers");
+    }
+    if cfg.stale_listings {
+        flags.push_str(" --stale-listings");
+    }
+    if cfg.check_max_lag {
+        flags.push_str(" --check-max-lag");
+    }
+    if cfg.max_commit_age != d.max_commit_age {
+        flags.push_str(&format!(
+            " --max-commit-age-ms {}",
+            cfg.max_commit_age.as_millis()
+        ));
+    }
+    if cfg.orphan_grace != d.orphan_grace
+        && let Some(g) = cfg.orphan_grace
+    {
+        flags.push_str(&format!(" --orphan-grace-ms {}", g.as_millis()));
+    }
+    match cfg.plant {
+        Some(PlantedBug::CreateOverwrites { rate: 0.5 }) => flags.push_str(" --plant overwrite"),
+        Some(PlantedBug::FalseSuccess { rate: 0.5 }) => flags.push_str(" --plant false-success"),
+        Some(PlantedBug::StaleBoundary { rate: 0.5 }) => flags.push_str(" --plant stale-boundary"),
+        _ => {}
+    }
+    let mut same = cfg.clone();
+    same.strict = d.strict;
+    same.small_buffers = d.small_buffers;
+    same.stale_listings = d.stale_listings;
+    same.check_max_lag = d.check_max_lag;
+    same.max_commit_age = d.max_commit_age;
+    same.orphan_grace = if cfg.orphan_grace.is_some() {
+        d.orphan_grace
+    } else {
+        None
+    };
+    if matches!(cfg.plant, Some(PlantedBug::CreateOverwrites { rate } | PlantedBug::FalseSuccess { rate } | PlantedBug::StaleBoundary { rate }) if rate == 0.5)
+    {
+        same.plant = None;
+    }
+    let note = if same == d {
+        ""
+    } else {
+        " (and the same SimConfig: only some settings have flags)"
+    };
+    format!(
+        "replay with: cargo run -p batchweave-sim --release --bin sim -- --seed {seed}{flags} --trace{note}"
+    )
+}
+
+impl SimFailure {
+    /// The root seed of the failed run.
+    pub fn seed(&self) -> u64 {
+        match self {
+            Self::Violation { seed, .. } | Self::Stuck { seed, .. } | Self::Setup { seed, .. } => {
+                *seed
+            }
+        }
+    }
+
+    /// The invariant that broke, if this is a violation.
+    pub fn invariant(&self) -> Option<&'static str> {
+        match self {
+            Self::Violation { invariant, .. } => Some(invariant),
+            Self::Stuck { .. } | Self::Setup { .. } => None,
+        }
+    }
+
+    /// The last events of the run (empty for setup failures).
+    pub fn trace(&self) -> &[String] {
+        match self {
+            Self::Violation { trace, .. } | Self::Stuck { trace, .. } => trace,
+            Self::Setup { .. } => &[],
+        }
+    }
+}
