@@ -155,24 +155,8 @@ fn verify(batch: &Batch, slice_bytes: usize) -> anyhow::Result<()> {
         batch.sources.len()
     );
     for (src, data) in batch.sources.iter().zip(&batch.data) {
-        payload::verify(
-            &src.producer_id,
-            src.sequence,
-            src.first_slice,
-            src.slice_count,
-            src.part,
-            slice_bytes,
-            data,
-        )
-        .map_err(|msg| {
-            anyhow::anyhow!(
-                "step {} (TGB step {}), key {}, slices {}..{}: {msg}",
-                batch.step,
-                src.tgb_step,
-                src.key,
-                src.first_slice,
-                src.first_slice.saturating_add(src.slice_count)
-            )
+        payload::verify_read(src, slice_bytes, data).map_err(|msg| {
+            anyhow::anyhow!("step {} (TGB step {}), {msg}", batch.step, src.tgb_step)
         })?;
     }
     Ok(())

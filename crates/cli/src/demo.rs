@@ -181,16 +181,8 @@ async fn consume(sh: Arc<Shared>, rank: u32, args: DemoArgs) -> Result<RankLog> 
         );
         let mut ids = Vec::new();
         for (src, data) in b.sources.iter().zip(&b.data) {
-            payload::verify(
-                &src.producer_id,
-                src.sequence,
-                src.first_slice,
-                src.slice_count,
-                src.part,
-                sh.slice_len,
-                data,
-            )
-            .map_err(|e| anyhow::anyhow!("rank {rank} step {step} ({}): {e}", src.key))?;
+            payload::verify_read(src, sh.slice_len, data)
+                .map_err(|e| anyhow::anyhow!("rank {rank} step {step} ({}): {e}", src.key))?;
             log.verified_bytes += data.len() as u64;
             ids.push((src.producer_id.clone(), src.sequence));
         }

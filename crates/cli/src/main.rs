@@ -7,11 +7,15 @@
 //! | `consume` | one training rank that verifies every byte, checkpoints and resumes |
 //! | `inspect` | a stream's versions, steps, producers, watermarks and low-water mark |
 //! | `gc` | one reclamation pass (or `--dry-run`) |
+//! | `load` | many producers and ranks for minutes with injected faults, verified |
+//! | `bench` | the paper's experiments as ratios, with JSON and SVG plots |
 
+mod bench;
 mod consume;
 mod demo;
 mod gc_cmd;
 mod inspect;
+mod load;
 mod payload;
 mod produce;
 
@@ -37,6 +41,10 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// Reclaim storage behind the low-water mark.
     Gc(gc_cmd::GcArgs),
+    /// Run a benchmark: ratios against same-run baselines, JSON and SVG output.
+    Bench(bench::BenchArgs),
+    /// Many producers and ranks for minutes with injected faults; verify and report.
+    Load(load::LoadArgs),
 }
 
 fn init_tracing() {
@@ -68,6 +76,8 @@ fn main() -> std::process::ExitCode {
             Command::Consume(a) => consume::run(a).await,
             Command::Inspect(a) => inspect::run(a).await,
             Command::Gc(a) => gc_cmd::run(a).await,
+            Command::Bench(a) => bench::run(a).await,
+            Command::Load(a) => load::run(a).await,
         }
     });
     match result {

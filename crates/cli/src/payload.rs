@@ -44,6 +44,32 @@ pub(crate) fn tgb_slices(
         .collect()
 }
 
+/// Checks one read of a batch (its source and bytes) against the payload
+/// it must be; the error names the key and the slices.
+pub(crate) fn verify_read(
+    src: &batchweave::consumer::BatchSource,
+    slice_len: usize,
+    data: &[u8],
+) -> Result<(), String> {
+    verify(
+        &src.producer_id,
+        src.sequence,
+        src.first_slice,
+        src.slice_count,
+        src.part,
+        slice_len,
+        data,
+    )
+    .map_err(|e| {
+        format!(
+            "key {}, slices {}..{}: {e}",
+            src.key,
+            src.first_slice,
+            src.first_slice + src.slice_count
+        )
+    })
+}
+
 /// Checks one delivered read against the payload it must be. `part` is the
 /// CP-split part (index, of parts) when the consumer remaps CP upwards.
 pub(crate) fn verify(

@@ -1,0 +1,261 @@
+//! One ingestion run: N producers appending same-size TGBs for a fixed
+//! window under one commit policy, and the raw-PUT baseline of the same shape.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use batchweave::manifest::{GC_BOUNDARY_KEY, encode_gc_boundary};
+use batchweave::store::StreamStore;
+use batchweave::tgb::encode_tgb;
+use batchweave::{GcSettings, PolicyKind, ProducerSettings, ProducerStats, Stream};
+use bytes::Bytes;
+use tokio::time::Instant;
+
+use super::env::{Env, spawn_reaper};
+
+/// The shape of one run.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shape {
+    /// Concurrent producers (or PUT tasks).
+    pub(crate) producers: usize,
+    /// Payload bytes per TGB (one slice).
+    pub(crate) payload: usize,
+    /// Measured window, after the warmup.
+    pub(crate) window: Duration,
+    /// Excluded start of the run.
+    pub(crate) warmup: Duration,
+    /// Time-series buckets over warmup + window.
+    pub(crate) buckets: usize,
+}
+
+/// Cumulative totals over all producers at one instant.
+#[derive(Debug, Clone, Copy, Default)]
+struct Totals {
+    bytes: u64,
+    attempts: u64,
+    successes: u64,
+}
+
+impl Totals {
+    fn of(stats: &[ProducerStats]) -> Self {
+        stats.iter().fold(Self::default(), |t, s| Self {
+            bytes: t.bytes + s.bytes_committed,
+            attempts: t.attempts + s.attempts,
+            successes: t.successes + s.successes,
+        })
+    }
+}
+
+/// What one ingestion run measured.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Ingest {
+    /// Committed (visible) bytes per second over the window.
+    pub(crate) bytes_per_sec: f64,
+    /// Successful attempts / attempts over the window.
+    pub(crate) success: f64,
+    /// Attempts over the window.
+    pub(crate) attempts: u64,
+    /// `(seconds since start, MB/s, success rate)` per bucket.
+    pub(crate) series: Vec<(f64, f64, f64)>,
+    /// Mean of the producers' DAC fragile-window estimates at the end (seconds).
+    pub(crate) tau: Option<f64>,
+}
+
+fn tgb_body(payload: usize) -> anyhow::Result<(Vec<Bytes>, u64)> {
+    let slice = Bytes::from(vec![0x5a; payload]);
+    let enc = encode_tgb(1, 1, vec![slice])?;
+    Ok((enc.parts, enc.object_size))
+}
+
+/// Runs `shape` under `policy` on a fresh stream.
+pub(crate) async fn ingest(env: &Env, shape: Shape, policy: PolicyKind) -> anyhow::Result<Ingest> {
+    let fresh = env.fresh("ingest").await?;
+    let reaper = spawn_reaper(&fresh, Duration::from_millis(250));
+    let stream = Stream::from_store(fresh.store.clone());
+    let clock = fresh.store.clock().clone();
+    let slots: Arc<Vec<Mutex<ProducerStats>>> =
+        Arc::new((0..shape.producers).map(|_| Mutex::default()).collect());
+    let start = clock.now();
+    let end = start + shape.warmup + shape.window;
+    let enc = encode_tgb(1, 1, vec![Bytes::from(vec![0x5a; shape.payload])])?;
+    let trimmer = spawn_trimmer(&stream, Duration::from_secs(1));
+    let mut tasks = Vec::with_capacity(shape.producers);
+    for i in 0..shape.producers {
+        let settings = ProducerSettings {
+            policy,
+            // References only (the objects are uploaded): let every policy
+            // batch as much as it wants, as the paper's producers do.
+            max_buffered: 1 << 20,
+            seed: Some(env.seed.wrapping_mul(31).wrapping_add(i as u64)),
+            ..Default::default()
+        };
+        let builder = stream.producer(format!("p{i:04}")).settings(settings);
+        let (slots, enc, clock) = (slots.clone(), enc.clone(), clock.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut p = builder.open().await?;
+            let mut offset = 0u64;
+            loop {
+                let left = end.saturating_duration_since(clock.now());
+                if left.is_zero() {
+                    break;
+                }
+                offset += 1;
+                tokio::select! {
+                    r = p.append_encoded(enc.clone(), offset) => { r?; }
+                    () = clock.sleep(left) => break,
+                }
+                if let Ok(mut s) = slots[i].lock() {
+                    *s = p.stats();
+                }
+            }
+            let last = p.stats();
+            if let Ok(mut s) = slots[i].lock() {
+                *s = last.clone();
+            }
+            anyhow::Ok(last)
+        }));
+    }
+    let total = shape.warmup + shape.window;
+    let step = total / u32::try_from(shape.buckets.max(1)).unwrap_or(1);
+    let mut marks = vec![(0.0, Totals::default())];
+    let mut at_warmup = Totals::default();
+    let mut t = start;
+    while t + step <= end {
+        clock
+            .sleep((t + step).saturating_duration_since(clock.now()))
+            .await;
+        t += step;
+        let snap: Vec<ProducerStats> = slots
+            .iter()
+            .filter_map(|m| m.lock().ok().map(|s| s.clone()))
+            .collect();
+        let now = Totals::of(&snap);
+        if t.saturating_duration_since(start) <= shape.warmup {
+            at_warmup = now;
+        }
+        marks.push((t.saturating_duration_since(start).as_secs_f64(), now));
+    }
+    let mut finals = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        finals.push(t.await.context("producer task")??);
+    }
+    if let Some(r) = reaper {
+        r.abort();
+    }
+    trimmer.abort();
+    let fin = Totals::of(&finals);
+    let taus: Vec<f64> = finals
+        .iter()
+        .filter_map(|s| s.tau.map(|d| d.as_secs_f64()))
+        .collect();
+    let attempts = fin.attempts.saturating_sub(at_warmup.attempts);
+    let series = marks
+        .windows(2)
+        .map(|w| {
+            let (t0, a) = w[0];
+            let (t1, b) = w[1];
+            let dt = (t1 - t0).max(1e-9);
+            let mb = b.bytes.saturating_sub(a.bytes) as f64 / dt / 1e6;
+            let att = b.attempts.saturating_sub(a.attempts);
+            let ok = b.successes.saturating_sub(a.successes);
+            let rate = if att == 0 {
+                1.0
+            } else {
+                ok as f64 / att as f64
+            };
+            (t1, mb, rate)
+        })
+        .collect();
+    env.discard(fresh);
+    Ok(Ingest {
+        bytes_per_sec: fin.bytes.saturating_sub(at_warmup.bytes) as f64
+            / shape.window.as_secs_f64().max(1e-9),
+        success: if attempts == 0 {
+            0.0
+        } else {
+            fin.successes.saturating_sub(at_warmup.successes) as f64 / attempts as f64
+        },
+        attempts,
+        series,
+        tau: if taus.is_empty() {
+            None
+        } else {
+            Some(taus.iter().sum::<f64>() / taus.len() as f64)
+        },
+    })
+}
+
+/// Logical trim as a consumer group that keeps up with the head would
+/// cause it: every `every`, the GC boundary's low-water step moves to the
+/// newest version's end, so commits drop older descriptors and manifests
+/// track the retained window (nothing is deleted here; on the simulator the
+/// reaper discards TGB bodies).
+pub(crate) fn spawn_trimmer(stream: &Stream, every: Duration) -> tokio::task::JoinHandle<()> {
+    let stream = stream.clone();
+    tokio::spawn(async move {
+        let clock = stream.store().clock().clone();
+        let gc = stream.reclaimer(GcSettings::default());
+        loop {
+            clock.sleep(every).await;
+            let (Ok(mut b), Ok(Some(m))) = (gc.boundary().await, gc.newest_manifest().await) else {
+                continue;
+            };
+            if m.total_tgbs > b.low_water_step {
+                b.low_water_step = m.total_tgbs;
+                b.updated_at_ms = clock.unix_millis();
+                let _ = stream
+                    .store()
+                    .put(GC_BOUNDARY_KEY, encode_gc_boundary(&b))
+                    .await;
+            }
+        }
+    })
+}
+
+/// Raw PUT throughput of `shape.producers` tasks writing objects of the
+/// encoded TGB's size back to back (bytes per second over the window).
+pub(crate) async fn raw_put(env: &Env, shape: Shape) -> anyhow::Result<f64> {
+    let fresh = env.fresh("rawput").await?;
+    let reaper = spawn_reaper(&fresh, Duration::from_millis(250));
+    let (parts, size) = tgb_body(shape.payload)?;
+    let store: StreamStore = fresh.store.clone();
+    let clock = store.clock().clone();
+    let start = clock.now();
+    let from = start + shape.warmup;
+    let end = from + shape.window;
+    let mut tasks = Vec::new();
+    for i in 0..shape.producers {
+        let (store, parts, clock) = (store.clone(), parts.clone(), clock.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut done = 0u64;
+            let mut k = 0u64;
+            loop {
+                let left = end.saturating_duration_since(clock.now());
+                if left.is_zero() {
+                    break;
+                }
+                k += 1;
+                let key = format!("tgb/raw/{i}/{k}.tgb");
+                tokio::select! {
+                    r = store.put_payload(&key, parts.iter().cloned().collect()) => { r?; }
+                    () = clock.sleep(left) => break,
+                }
+                let now: Instant = clock.now();
+                if now >= from && now <= end {
+                    done += size;
+                }
+            }
+            anyhow::Ok(done)
+        }));
+    }
+    let mut bytes = 0u64;
+    for t in tasks {
+        bytes += t.await.context("put task")??;
+    }
+    if let Some(r) = reaper {
+        r.abort();
+    }
+    env.discard(fresh);
+    Ok(bytes as f64 / shape.window.as_secs_f64().max(1e-9))
+}
