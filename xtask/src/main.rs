@@ -100,7 +100,9 @@ fn ci() -> Result<()> {
     )?;
     test()?;
     eprintln!("\n==> chaos (short): real processes, SIGKILLs, an S3 server restart");
-    chaos::chaos(true)
+    chaos::chaos(true)?;
+    eprintln!("\n==> benchmarks (quick smoke run: ratios are reported, never asserted)");
+    bench(true)
 }
 
 /// Runs every benchmark on the simulated store and checks that each wrote
