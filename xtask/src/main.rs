@@ -5,6 +5,7 @@
 //! | `cargo xtask ci` | fmt check, clippy `-D warnings`, docs with warnings denied, then `test` |
 //! | `cargo xtask test` | starts moto (S3), Azurite and SeaweedFS on 127.0.0.1, runs every test against them, stops them |
 //! | `cargo xtask chaos [--short]` | real produce/consume/gc processes on SeaweedFS with SIGKILLs and a server restart; checks 0 lost/duplicated/reordered |
+//! | `cargo xtask sim --seeds N [--start S]` | the deterministic simulation over many seeds in release mode (`--seed S --trace` replays one) |
 //! | `cargo xtask bench [--quick]` | `batchweave bench all --sim` in release mode; results in `target/bench/*.json` and `*.svg` (ratios are reported, never asserted) |
 //! | `cargo xtask servers` | starts the servers, prints their environment, waits for Enter, stops them |
 
@@ -162,6 +163,20 @@ fn main() -> Result<()> {
         Some("test") => test(),
         Some("chaos") => chaos::chaos(args.iter().any(|a| a == "--short")),
         Some("bench") => bench(args.iter().any(|a| a == "--quick")),
+        Some("sim") => step(
+            "deterministic simulation (release)",
+            cargo()
+                .args([
+                    "run",
+                    "--release",
+                    "-p",
+                    "batchweave-sim",
+                    "--bin",
+                    "sim",
+                    "--",
+                ])
+                .args(&args[1..]),
+        ),
         Some("servers") => {
             let s = servers::start(true)?;
             for (k, v) in &s.env {
@@ -174,7 +189,7 @@ fn main() -> Result<()> {
             Ok(())
         }
         _ => {
-            eprintln!("usage: cargo xtask <ci|test|chaos [--short]|bench [--quick]|servers>");
+            eprintln!("usage: cargo xtask <ci|test|chaos [--short]|sim --seeds N|bench [--quick]|servers>");
             std::process::exit(2)
         }
     }
