@@ -73,8 +73,9 @@ pub struct SimConfig {
     pub small_buffers: bool,
     /// Serve stale listings of `manifests/` too (the newest 1-3 entries
     /// missing, as an eventually consistent store would), with probability
-    /// `stale_rate`. Off by default: stale listings trigger known bugs
-    /// (stale GETs of manifests are always on):
+    /// `stale_rate`. On by default. Stale listings used to trigger these
+    /// bugs, fixed and kept as regression checks (stale GETs of manifests
+    /// are always on):
     /// - a restarting producer opens on a stale base and fails with a
     ///   spurious `Fenced` (tolerated and retried unless `strict`);
     /// - a lost create reply resolved through a stale listing adopts a ghost
@@ -84,13 +85,13 @@ pub struct SimConfig {
     ///   newer version made visible (`visible-object-present`).
     pub stale_listings: bool,
     /// Check that no version ends more than the committing incarnation's
-    /// `max_lag` past the low-water mark in force (`max-lag`). Off by default:
-    /// the producer computes its allowance before refreshing its base and
-    /// then commits that many TGBs on a newer, longer base (known bug).
+    /// `max_lag` past the low-water mark in force (`max-lag`). On by default
+    /// (it caught the producer computing its allowance before refreshing its
+    /// base; fixed).
     pub check_max_lag: bool,
-    /// Fail on the known producer errors instead of restarting the producer:
-    /// the spurious `Fenced` on open, and `rebase` refusing a retry with fewer
-    /// TGBs (`max_lag`) than an attempt whose reply was lost.
+    /// Fail on producer errors instead of restarting the producer (on by
+    /// default; it caught a spurious `Fenced` on open and `rebase` refusing a
+    /// smaller retry after a lost reply, both fixed).
     pub strict: bool,
     /// Run GC passes concurrently with everything else.
     pub gc: bool,
@@ -124,9 +125,9 @@ impl Default for SimConfig {
             consumer_crash_rate: 0.03,
             late_join_rate: 0.3,
             small_buffers: false,
-            stale_listings: false,
-            check_max_lag: false,
-            strict: false,
+            stale_listings: true,
+            check_max_lag: true,
+            strict: true,
             gc: true,
             gc_interrupt_rate: 0.3,
             max_commit_age: Duration::from_secs(15),
