@@ -67,9 +67,9 @@ pub struct SimConfig {
     /// Probability that a producer joins late (after a random delay).
     pub late_join_rate: f64,
     /// Let a producer's `max_buffered` fall below its count policy's batch
-    /// size (`fixed:K` with K above it, or `incr`). Off by default: such a
-    /// producer deadlocks in `append` (the buffer is full and the policy
-    /// waits for more data), a liveness bug this switch reproduces.
+    /// size (`fixed:K` with K above it, or `incr`). Off by default; it found
+    /// a deadlock in `append` (full buffer, policy waiting for more data),
+    /// fixed: a full buffer now forces a commit (regression seed in the tests).
     pub small_buffers: bool,
     /// Serve stale listings of `manifests/` too (the newest 1-3 entries
     /// missing, as an eventually consistent store would), with probability
