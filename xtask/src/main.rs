@@ -189,7 +189,9 @@ fn main() -> Result<()> {
             Ok(())
         }
         _ => {
-            eprintln!("usage: cargo xtask <ci|test|chaos [--short]|sim --seeds N|bench [--quick]|servers>");
+            eprintln!(
+                "usage: cargo xtask <ci|test|chaos [--short]|sim --seeds N|bench [--quick]|servers>"
+            );
             std::process::exit(2)
         }
     }
