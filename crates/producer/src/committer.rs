@@ -13,6 +13,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use batchweave_dac::{AttemptOutcome, CommitPolicy, Decision};
 use batchweave_manifest::{
@@ -132,10 +133,21 @@ impl Committer {
     /// (the claim that fences older incarnations). Retries until it lands.
     pub(crate) async fn claim(&mut self) -> Result<(), ProducerError> {
         let mut bumps = 0;
+        let mut conflicts: u32 = 0;
         loop {
             match self.attempt(0).await {
                 Ok(Attempt::Committed) => return Ok(()),
-                Ok(_) => {}
+                Ok(_) => {
+                    // Many producers opening at once would otherwise retry in
+                    // lockstep (O(N^2) creates): exponential backoff with full
+                    // jitter from the seeded RNG, capped at one second.
+                    conflicts = conflicts.saturating_add(1);
+                    let ceiling = Duration::from_millis(5)
+                        .saturating_mul(1u32 << conflicts.min(8))
+                        .min(Duration::from_secs(1));
+                    let wait = ceiling.mul_f64(self.rng.random::<f64>());
+                    self.store.clock().sleep(wait).await;
+                }
                 // Our view was stale (the epoch we picked is already taken in
                 // a newer version): claim the next one. The newest opener of
                 // an id wins, as with any restart.
