@@ -157,6 +157,7 @@ mod tests {
             fragile_window: std::time::Duration::from_millis(100),
             producers: 1,
         };
+        policy.on_attempt(&outcome, 0.0); // the first gap is a random phase
         policy.on_attempt(&outcome, 0.0);
         // delta = 0.5: T_cost = tau, not the default 4 tau.
         let gap = policy.gap().as_secs_f64();

@@ -44,6 +44,12 @@
 //! `tau_hat` grows with manifest size and store latency, the gap widens by itself as commits
 //! get more expensive.
 //!
+//! One deviation from Algorithm 1: the gap after the *first* attempt (the producer's epoch
+//! claim) is a uniform phase `T* u` instead of `T* (1 + rho u)`. Producers launched together
+//! would otherwise attempt at about the same multiples of `T*` for a long time (the `rho`
+//! jitter drifts them apart only slowly), which both breaks equation 2's independence
+//! assumption and delivers commits in bursts.
+//!
 //! # Baselines
 //!
 //! * [`Naive`] (`naive`): commit every TGB at once.

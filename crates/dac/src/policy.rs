@@ -87,12 +87,18 @@ pub(crate) fn gap_decision(
 /// Starts with gap `0` (the first attempt happens as soon as a TGB is pending). After every
 /// attempt it folds the fragile window into the EMA (equation 6), takes `N` from the
 /// outcome, and sets `gap = T*(N, tau_hat) (1 + rho u)` (equations 7-10).
+///
+/// The one exception is the gap after the first attempt, drawn uniformly from `[0, T*)`:
+/// producers started together (a job launch) would otherwise all attempt again at about
+/// `T*`, `2 T*`, ..., phase-locked within the `rho` jitter, while equation 2 assumes
+/// independent attempt processes. A random first phase spreads them over the whole gap.
 #[derive(Debug, Clone)]
 pub struct Dac {
     params: DacParams,
     ema: Ema,
     producers: usize,
     gap: Duration,
+    attempts: u64,
 }
 
 impl Dac {
@@ -105,6 +111,7 @@ impl Dac {
             ema: Ema::new(params.alpha),
             producers: 1,
             gap: Duration::ZERO,
+            attempts: 0,
         }
     }
 
@@ -145,7 +152,15 @@ impl CommitPolicy for Dac {
         self.producers = outcome.producers;
         let tau = self.ema.value().unwrap_or(0.0);
         let t_star = optimal_gap(self.producers, tau, &self.params);
-        self.gap = secs_to_duration(jittered_gap(t_star, self.params.rho, u));
+        self.gap = if self.attempts == 0 {
+            // Random first phase: jittered_gap with rho = 0 sanitises T*;
+            // u is clamped to [0, 1] (NaN -> 0).
+            let u = if u.is_nan() { 0.0 } else { u.clamp(0.0, 1.0) };
+            secs_to_duration(jittered_gap(t_star, 0.0, 0.0) * u)
+        } else {
+            secs_to_duration(jittered_gap(t_star, self.params.rho, u))
+        };
+        self.attempts = self.attempts.saturating_add(1);
     }
 
     fn gap(&self) -> Duration {
@@ -185,7 +200,10 @@ mod tests {
             ..Default::default()
         };
         let mut dac = Dac::new(params);
-        // N = 1: only the duty bound, T = 4 tau = 400 ms.
+        // N = 1: only the duty bound, T = 4 tau = 400 ms; the first gap is a
+        // random phase in [0, T*): u = 0.5 gives half of it.
+        dac.on_attempt(&outcome(true, 100, 1), 0.5);
+        assert_eq!(dac.gap(), Duration::from_millis(200));
         dac.on_attempt(&outcome(true, 100, 1), 0.5);
         assert_eq!(dac.gap(), Duration::from_millis(400));
         assert_eq!(dac.tau_estimate(), Some(Duration::from_millis(100)));
@@ -210,6 +228,7 @@ mod tests {
             ..Default::default()
         };
         let mut dac = Dac::new(params);
+        dac.on_attempt(&outcome(false, 1, 4), 0.0); // the random first phase
         let mut last = Duration::ZERO;
         let mut last_tau = Duration::ZERO;
         for tau_ms in [10, 20, 40, 80, 160] {
@@ -237,6 +256,7 @@ mod tests {
         let mut dac = Dac::new(params);
         // With tau fixed at 10 ms the conflict bound dominates from N = 2 on
         // (T_conf = 10 ms * (1/0.0513 - 1) = 185 ms > T_cost = 40 ms) and grows with N.
+        dac.on_attempt(&outcome(true, 10, 1), 0.0); // the random first phase
         let mut last = Duration::ZERO;
         for n in [1, 2, 4, 8, 16, 32] {
             dac.on_attempt(&outcome(true, 10, n), 0.0);
@@ -249,6 +269,7 @@ mod tests {
     #[test]
     fn dac_jitter_stretches_within_rho() {
         let mut dac = Dac::default();
+        dac.on_attempt(&outcome(true, 100, 1), 0.3); // the first phase
         dac.on_attempt(&outcome(true, 100, 1), 0.0);
         let base = dac.gap();
         assert_eq!(base, dac.optimal_gap());
@@ -261,6 +282,25 @@ mod tests {
     }
 
     #[test]
+    fn dac_first_gap_is_a_uniform_phase_of_the_optimum() {
+        for u in [0.0, 0.25, 0.999] {
+            let mut dac = Dac::default();
+            dac.on_attempt(&outcome(true, 50, 32), u);
+            let t_star = dac.optimal_gap();
+            assert!(t_star > Duration::from_secs(20), "{t_star:?}");
+            let want = t_star.mul_f64(u);
+            let got = dac.gap();
+            assert!(
+                got.abs_diff(want) <= Duration::from_micros(1),
+                "u = {u}: first gap {got:?}, want {want:?}"
+            );
+            // From the second attempt on: T* (1 + rho u).
+            dac.on_attempt(&outcome(true, 50, 32), 0.0);
+            assert_eq!(dac.gap(), dac.optimal_gap());
+        }
+    }
+
+    #[test]
     fn dac_survives_hostile_inputs() {
         let mut dac = Dac::new(DacParams {
             epsilon: f64::NAN,
@@ -268,6 +308,8 @@ mod tests {
             alpha: f64::INFINITY,
             rho: f64::NAN,
         });
+        dac.on_attempt(&outcome(false, u64::MAX, usize::MAX), f64::NAN);
+        assert_eq!(dac.gap(), Duration::ZERO, "a NaN first phase is zero");
         dac.on_attempt(&outcome(false, u64::MAX, usize::MAX), f64::NAN);
         assert_eq!(dac.gap(), crate::MAX_GAP);
         dac.on_attempt(&outcome(true, 0, 0), -5.0);
