@@ -42,6 +42,9 @@ pub(crate) enum Msg {
 pub(crate) struct Shared {
     pub(crate) stats: Mutex<ProducerStats>,
     pub(crate) fatal: Mutex<Option<Arc<ProducerError>>>,
+    /// The one worker of [`ProducerSettings::single_worker`]: held by an
+    /// upload, or by the committer across back-to-back attempts.
+    pub(crate) worker: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Shared {
@@ -165,6 +168,9 @@ impl Committer {
     /// Pending TGBs that the base already holds (a commit whose reply was
     /// lost and that a later read revealed) are done: never sent again.
     fn absorb_committed(&mut self) {
+        if self.fail.fires(FailPoint::SkipStateMapCheck) {
+            return;
+        }
         let Some(e) = self.base.producers.get(&self.me.id) else {
             return;
         };
@@ -333,6 +339,9 @@ impl Committer {
             // A version below the boundary may be a ghost: never trust it.
             return Ok(Attempt::Conflict);
         }
+        if lost_reply_possible && self.fail.fires(FailPoint::SkipStateMapCheck) {
+            return Ok(Attempt::Conflict);
+        }
         match commit_status(
             &self.base,
             &self.me.id,
@@ -419,6 +428,9 @@ impl Committer {
         let mut t_last = clock.now();
         let mut flushers: Vec<oneshot::Sender<Result<(), ProducerError>>> = Vec::new();
         let mut open = true;
+        // Single-worker mode: the worker, held from the first attempt of a
+        // run of attempts until the policy wants to wait.
+        let mut worker: Option<tokio::sync::OwnedMutexGuard<()>> = None;
         loop {
             while let Ok(m) = rx.try_recv() {
                 self.take(m, &mut flushers);
@@ -443,10 +455,20 @@ impl Committer {
                     self.pending.len(),
                 )
             };
+            if !matches!(decision, Decision::CommitNow) {
+                worker = None;
+            } else if self.settings.single_worker && worker.is_none() {
+                worker = Some(self.shared.worker.clone().lock_owned().await);
+                // Uploads finished while we waited for the worker.
+                while let Ok(m) = rx.try_recv() {
+                    self.take(m, &mut flushers);
+                }
+            }
             let wait = match decision {
                 Decision::CommitNow => match self.attempt(self.pending.len()).await {
                     Ok(Attempt::Lagged) => {
                         self.shared.stats_mut(|s| s.lag_waits += 1);
+                        worker = None;
                         Some(self.settings.lag_poll)
                     }
                     Ok(_) => {

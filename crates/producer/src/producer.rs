@@ -129,6 +129,7 @@ impl Producer {
         let shared = Arc::new(Shared {
             stats: Mutex::new(ProducerStats::default()),
             fatal: Mutex::new(None),
+            worker: Arc::new(tokio::sync::Mutex::new(())),
         });
         let permits = Arc::new(Semaphore::new(b.settings.max_buffered));
         let mut committer = Committer::new(
@@ -233,6 +234,12 @@ impl Producer {
             )
         })?;
         permit.forget();
+        // Single-worker mode: no upload while a commit attempt is in flight.
+        let _worker = if self.settings.single_worker {
+            Some(self.shared.worker.clone().lock_owned().await)
+        } else {
+            None
+        };
         let sequence = self.next_sequence;
         let key = tgb_key(&self.me.id, self.me.epoch, sequence);
         let upload_start = self.store.clock().now();

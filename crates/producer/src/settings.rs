@@ -34,6 +34,14 @@ pub struct ProducerSettings {
     /// Seed for the incarnation nonce and the DAC jitter; `None` draws one
     /// from the operating system. Simulations pass a seed.
     pub seed: Option<u64>,
+    /// Model a producer whose one worker both uploads and commits, as the
+    /// paper's producers do: `append` waits while a commit attempt is in
+    /// flight, and retries that the policy wants at once (a count-based
+    /// policy after a conflict) run back to back before the next upload.
+    /// Off by default: uploads overlap commits, so a commit policy costs
+    /// requests, not upload time. The benchmarks turn it on to reproduce the
+    /// paper's comparison of policies (`bench dac`).
+    pub single_worker: bool,
 }
 
 impl Default for ProducerSettings {
@@ -48,6 +56,7 @@ impl Default for ProducerSettings {
             limits: DecodeLimits::default(),
             max_commit_age: Duration::from_secs(30 * 60),
             seed: None,
+            single_worker: false,
         }
     }
 }
@@ -77,9 +86,14 @@ pub enum FailPoint {
     /// The conditional create was sent and answered; the producer has not
     /// yet acted on the answer (the lost-response crash).
     AfterCreate,
+    /// Not a crash but a planted bug, for the simulation to catch: where it
+    /// fires, the producer skips the state-map check that recognises its own
+    /// batch after a lost or failed create reply, and sends the batch again.
+    SkipStateMapCheck,
 }
 
-/// Decides, at each fail point, whether the producer crashes there.
+/// Decides, at each fail point, whether the producer crashes there (or, at
+/// [`FailPoint::SkipStateMapCheck`], misbehaves there).
 #[derive(Clone, Default)]
 pub struct FailPoints(Option<Arc<dyn Fn(FailPoint) -> bool + Send + Sync>>);
 

@@ -473,3 +473,58 @@ async fn expired_uploads_are_not_committed() {
     let newest = check_chain(&store).await;
     assert!(newest.tgbs.is_empty(), "nothing was committed");
 }
+
+/// Appends `n` TGBs under `naive` on a store where every request takes
+/// exactly 10 ms of virtual time; returns how long the appends took and the
+/// commit-attempt time spent meanwhile, then closes and checks the chain.
+async fn timed_naive_run(single_worker: bool, n: u64) -> (Duration, Duration) {
+    use batchweave_store::{Clock, LatencyModel, LatencyStore, TokioClock};
+    let clock: Arc<dyn Clock> = Arc::new(TokioClock::with_base(1_700_000_000_000));
+    let model = LatencyModel {
+        first_byte: Duration::from_millis(10),
+        bandwidth: 0.0,
+        jitter: Duration::ZERO,
+        put_rate: 0.0,
+        get_rate: 0.0,
+    };
+    let mem = Arc::new(batchweave_store::object_store::memory::InMemory::new());
+    let lat = LatencyStore::new(mem, model, 7, clock.clone());
+    let store =
+        StreamStore::from_object_store(Arc::new(lat), "", "sim://").with_clock(clock.clone());
+    let mut p = Producer::builder(store.clone(), "solo")
+        .settings(ProducerSettings {
+            single_worker,
+            ..settings("naive")
+        })
+        .open()
+        .await
+        .unwrap();
+    let (t0, c0) = (clock.now(), p.stats().commit_time);
+    for off in 1..=n {
+        p.append(1, 1, slices("solo", off, 1), off).await.unwrap();
+    }
+    let appends = clock.now() - t0;
+    let commits = p.stats().commit_time - c0;
+    let st = p.close().await.unwrap();
+    assert_eq!(st.tgbs_committed, n);
+    check_exactly_once(&store, &check_chain(&store).await).await;
+    (appends, commits)
+}
+
+/// `single_worker` serialises uploads and commit attempts: the appends take
+/// the uploads plus every attempt made meanwhile. Without it, uploads never
+/// wait for commits: the appends take exactly the uploads.
+#[tokio::test(start_paused = true)]
+async fn single_worker_serialises_uploads_and_commits() {
+    let n = 20;
+    let uploads = Duration::from_millis(10) * n as u32;
+    let (single, commits) = timed_naive_run(true, n).await;
+    assert!(commits > Duration::ZERO, "no attempt while appending");
+    assert!(
+        single >= uploads + commits,
+        "single worker: appends took {single:?} < uploads {uploads:?} + attempts {commits:?}"
+    );
+    let (piped, commits) = timed_naive_run(false, n).await;
+    assert!(commits > Duration::ZERO, "no attempt while appending");
+    assert_eq!(piped, uploads, "pipelined appends waited for commits");
+}
