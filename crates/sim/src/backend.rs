@@ -131,6 +131,8 @@ impl SimBackend {
             PlantedBug::CreateOverwrites { rate }
             | PlantedBug::FalseSuccess { rate }
             | PlantedBug::StaleBoundary { rate } => rate,
+            // A producer-side plant: the store behaves.
+            PlantedBug::SkipStateMapCheck => return None,
         };
         if st.rng.random::<f64>() < rate {
             st.planted_hits += 1;
@@ -215,7 +217,7 @@ impl SimBackend {
             match self.plant_fires() {
                 Some(PlantedBug::CreateOverwrites { .. }) => opts.mode = PutMode::Overwrite,
                 Some(PlantedBug::FalseSuccess { .. }) => false_success = true,
-                Some(PlantedBug::StaleBoundary { .. }) | None => {}
+                Some(PlantedBug::StaleBoundary { .. } | PlantedBug::SkipStateMapCheck) | None => {}
             }
         }
         let bytes = manifest.then(|| Bytes::from(payload.clone()));

@@ -3,9 +3,10 @@
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
-/// A bug planted in the simulated object store (never in library code), to
-/// show that the invariants catch it. Each one breaks the store contract the
-/// protocol relies on for manifest versions.
+/// A bug planted to show that the invariants catch it: in the simulated
+/// object store (breaking the store contract the protocol relies on for
+/// manifest versions), or, for [`SkipStateMapCheck`](Self::SkipStateMapCheck),
+/// in the producer through its test hook [`FailPoint::SkipStateMapCheck`](batchweave_producer::FailPoint::SkipStateMapCheck).
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub enum PlantedBug {
@@ -33,6 +34,11 @@ pub enum PlantedBug {
         /// Probability per read of `gc/boundary`, in `[0, 1]`.
         rate: f64,
     },
+    /// The producer skips the state-map check after a lost or failed create
+    /// reply (and when it absorbs commits it finds on refresh), so a batch
+    /// whose create landed but whose reply was lost is sent again: a
+    /// duplicate.
+    SkipStateMapCheck,
 }
 
 /// The shape of the simulated world. Every random choice inside these bounds
@@ -105,7 +111,7 @@ pub struct SimConfig {
     pub orphan_grace: Option<Duration>,
     /// Virtual time after which a run that has not finished is a liveness failure.
     pub deadline: Duration,
-    /// A bug planted in the simulated store.
+    /// A planted bug (in the simulated store, or the producer's state-map check).
     pub plant: Option<PlantedBug>,
 }
 

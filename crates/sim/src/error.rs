@@ -76,6 +76,7 @@ pub fn replay_hint(seed: u64, cfg: &SimConfig) -> String {
         Some(PlantedBug::CreateOverwrites { rate: 0.5 }) => flags.push_str(" --plant overwrite"),
         Some(PlantedBug::FalseSuccess { rate: 0.5 }) => flags.push_str(" --plant false-success"),
         Some(PlantedBug::StaleBoundary { rate: 0.5 }) => flags.push_str(" --plant stale-boundary"),
+        Some(PlantedBug::SkipStateMapCheck) => flags.push_str(" --plant skip-state-map-check"),
         _ => {}
     }
     let mut same = cfg.clone();
@@ -90,6 +91,7 @@ pub fn replay_hint(seed: u64, cfg: &SimConfig) -> String {
         None
     };
     if matches!(cfg.plant, Some(PlantedBug::CreateOverwrites { rate } | PlantedBug::FalseSuccess { rate } | PlantedBug::StaleBoundary { rate }) if rate == 0.5)
+        || cfg.plant == Some(PlantedBug::SkipStateMapCheck)
     {
         same.plant = None;
     }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::PlantedBug;
 use batchweave_producer::{
     FailPoint, FailPoints, PolicyKind, Producer, ProducerError, ProducerSettings, ProducerStats,
 };
@@ -68,19 +69,35 @@ fn pick_policy(rng: &mut StdRng) -> PolicyKind {
     }
 }
 
-fn fail_points(rng: &mut StdRng, rate: f64) -> (FailPoints, Option<(FailPoint, u64)>) {
-    if !rng.random_bool(rate.clamp(0.0, 1.0)) {
+/// The incarnation's crash point (at `rate`), plus the planted
+/// state-map-check bug when `skip_check` (draws the same random numbers
+/// either way, so a plant does not change the schedule).
+fn fail_points(
+    rng: &mut StdRng,
+    rate: f64,
+    skip_check: bool,
+) -> (FailPoints, Option<(FailPoint, u64)>) {
+    let armed = rng.random_bool(rate.clamp(0.0, 1.0)).then(|| {
+        let point = match rng.random_range(0..3u32) {
+            0 => FailPoint::AfterTgbPut,
+            1 => FailPoint::BeforeCreate,
+            _ => FailPoint::AfterCreate,
+        };
+        (point, rng.random_range(1..=5u64))
+    });
+    if armed.is_none() && !skip_check {
         return (FailPoints::default(), None);
     }
-    let point = match rng.random_range(0..3u32) {
-        0 => FailPoint::AfterTgbPut,
-        1 => FailPoint::BeforeCreate,
-        _ => FailPoint::AfterCreate,
-    };
-    let nth = rng.random_range(1..=5u64);
     let hits = AtomicU64::new(0);
-    let fp = FailPoints::new(move |p| p == point && hits.fetch_add(1, Ordering::SeqCst) + 1 == nth);
-    (fp, Some((point, nth)))
+    let fp = FailPoints::new(move |p| {
+        if p == FailPoint::SkipStateMapCheck {
+            return skip_check;
+        }
+        armed.is_some_and(|(point, nth)| {
+            p == point && hits.fetch_add(1, Ordering::SeqCst) + 1 == nth
+        })
+    });
+    (fp, armed)
 }
 
 /// Per-id bookkeeping of one producer actor.
@@ -138,7 +155,11 @@ impl Actor {
 
     /// Opens a new incarnation; `None` when it died while opening.
     async fn open(&mut self) -> Result<Option<Producer>, SimFailure> {
-        let (fail, armed) = fail_points(&mut self.rng, self.w.cfg.fail_point_rate);
+        let (fail, armed) = fail_points(
+            &mut self.rng,
+            self.w.cfg.fail_point_rate,
+            self.w.cfg.plant == Some(PlantedBug::SkipStateMapCheck),
+        );
         let max_lag = self
             .rng
             .random_bool(0.3)

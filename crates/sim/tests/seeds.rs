@@ -97,6 +97,9 @@ fn planted_bug_is_caught() {
     // A create reply that claims success although the version was taken.
     let f = caught_within_budget(PlantedBug::FalseSuccess { rate: 0.5 });
     assert!(f.invariant().is_some(), "{f}");
+    // The producer skips the state-map check on a lost reply: a duplicate.
+    let f = caught_within_budget(PlantedBug::SkipStateMapCheck);
+    assert!(f.invariant().is_some(), "{f}");
     // (PlantedBug::StaleBoundary, a blinded ghost-commit check, was caught
     // before producers refreshed their base at every attempt; with the
     // refresh, ghost creates are too rare in 50 seeds for it to matter, so

@@ -1,7 +1,7 @@
 //! Runs many simulation seeds; exits non-zero on the first failure.
 //!
 //! ```text
-//! sim [--seeds N] [--start S] [--seed S] [--trace] [--verbose] [--plant overwrite|false-success|stale-boundary]
+//! sim [--seeds N] [--start S] [--seed S] [--trace] [--verbose] [--plant overwrite|false-success|stale-boundary|skip-state-map-check]
 //! ```
 //! `--seed S` runs one seed (with `--trace` it prints the run's last events
 //! on failure); `--seeds N --start S` runs seeds `S..S+N` with a progress line.
@@ -107,9 +107,10 @@ fn parse() -> Result<Args, String> {
                     Some("overwrite") => PlantedBug::CreateOverwrites { rate: 0.5 },
                     Some("false-success") => PlantedBug::FalseSuccess { rate: 0.5 },
                     Some("stale-boundary") => PlantedBug::StaleBoundary { rate: 0.5 },
+                    Some("skip-state-map-check") => PlantedBug::SkipStateMapCheck,
                     other => {
                         return Err(format!(
-                            "--plant overwrite|false-success|stale-boundary, not {other:?}"
+                            "--plant overwrite|false-success|stale-boundary|skip-state-map-check, not {other:?}"
                         ));
                     }
                 })
@@ -117,7 +118,7 @@ fn parse() -> Result<Args, String> {
             "-h" | "--help" => {
                 return Err(
                     "usage: sim [--seeds N] [--start S] [--seed S] [--trace] [--verbose] [--strict] [--small-buffers] [--stale-listings] [--check-max-lag] \
-                     [--max-commit-age-ms MS] [--orphan-grace-ms MS] [--plant overwrite|false-success|stale-boundary]"
+                     [--max-commit-age-ms MS] [--orphan-grace-ms MS] [--plant overwrite|false-success|stale-boundary|skip-state-map-check]"
                         .into(),
                 );
             }
