@@ -27,6 +27,9 @@ pub(crate) struct Shape {
     pub(crate) warmup: Duration,
     /// Time-series buckets over warmup + window.
     pub(crate) buckets: usize,
+    /// The paper's producer model: one worker uploads and commits, so commit
+    /// attempts stall uploads ([`ProducerSettings::single_worker`]).
+    pub(crate) single_worker: bool,
 }
 
 /// Cumulative totals over all producers at one instant.
@@ -60,6 +63,8 @@ pub(crate) struct Ingest {
     pub(crate) series: Vec<(f64, f64, f64)>,
     /// Mean of the producers' DAC fragile-window estimates at the end (seconds).
     pub(crate) tau: Option<f64>,
+    /// Mean of the producers' commit gaps at the end (zero for count-based policies).
+    pub(crate) gap: Duration,
 }
 
 fn tgb_body(payload: usize) -> anyhow::Result<(Vec<Bytes>, u64)> {
@@ -88,6 +93,7 @@ pub(crate) async fn ingest(env: &Env, shape: Shape, policy: PolicyKind) -> anyho
             // batch as much as it wants, as the paper's producers do.
             max_buffered: 1 << 20,
             seed: Some(env.seed.wrapping_mul(31).wrapping_add(i as u64)),
+            single_worker: shape.single_worker,
             ..Default::default()
         };
         let builder = stream.producer(format!("p{i:04}")).settings(settings);
@@ -167,8 +173,15 @@ pub(crate) async fn ingest(env: &Env, shape: Shape, policy: PolicyKind) -> anyho
             (t1, mb, rate)
         })
         .collect();
+    let gap = finals
+        .iter()
+        .map(|s| s.gap)
+        .sum::<Duration>()
+        .checked_div(u32::try_from(finals.len()).unwrap_or(u32::MAX))
+        .unwrap_or_default();
     env.discard(fresh);
     Ok(Ingest {
+        gap,
         bytes_per_sec: fin.bytes.saturating_sub(at_warmup.bytes) as f64
             / shape.window.as_secs_f64().max(1e-9),
         success: if attempts == 0 {
