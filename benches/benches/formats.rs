@@ -50,17 +50,17 @@ fn descriptor(step: u64) -> TgbDescriptor {
         producer_id: producer(p),
         epoch: 1,
         sequence,
-        visible_version: sequence,
+        visible_version: step + 1,
         payload_bytes: TGB_PAYLOAD,
         source_offset: sequence * 1_000,
     }
 }
 
 /// A valid manifest retaining `n` TGBs written round-robin by 32 producers, one commit per
-/// round.
+/// TGB.
 fn manifest(n: u64) -> Manifest {
     let tgbs: Vec<TgbDescriptor> = (0..n).map(descriptor).collect();
-    let version = n.div_ceil(PRODUCERS).max(1);
+    let version = n.max(1);
     let producers: BTreeMap<String, ProducerState> = (0..PRODUCERS)
         .map(|p| {
             let last_sequence = (n + PRODUCERS - 1 - p) / PRODUCERS;
@@ -69,7 +69,12 @@ fn manifest(n: u64) -> Manifest {
                 incarnation: 0xfeed_0000 + p,
                 source_offset: last_sequence * 1_000,
                 last_sequence,
-                last_commit_version: last_sequence,
+                // The version that made its last TGB (step p + 32 (seq - 1)) visible.
+                last_commit_version: if last_sequence == 0 {
+                    0
+                } else {
+                    p + PRODUCERS * (last_sequence - 1) + 1
+                },
                 tgbs_committed: last_sequence,
                 last_commit_ms: 1_700_000_000_000 + last_sequence,
             };
@@ -84,6 +89,8 @@ fn manifest(n: u64) -> Manifest {
         tgbs,
         producers,
         committed_at_ms: 1_700_000_000_000,
+        grid_dp: DP,
+        grid_cp: CP,
     }
 }
 

@@ -129,7 +129,7 @@ impl Consumer {
             group_layout_key(&config.group).map_err(|e| ConsumerError::config(e.to_string()))?;
         store.put(&key, encode_group_layout(&layout)).await?;
         let live = Arc::new(Live::default());
-        let tracker = Tracker::new(store.clone(), config.limits, live.clone());
+        let tracker = Tracker::new(store.clone(), config.limits);
         Ok(Self {
             config,
             position,
@@ -149,15 +149,12 @@ impl Consumer {
     /// deletes TGB objects before producers trim them from new versions, so an
     /// older version can still list objects that are gone.
     async fn after_start(&mut self) -> Result<(), ConsumerError> {
-        self.version = self.tracker.current.version;
+        self.version = self.tracker.current().version;
         self.learn_grid()?;
         if let Some(grid) = self.grid() {
-            let m = self.tracker.current.clone();
-            let low_water = self
-                .tracker
-                .read_boundary()
-                .await?
-                .map_or(0, |b| b.low_water_step);
+            let m = self.tracker.current().clone();
+            // Read by the tracker after the version it adopted.
+            let low_water = self.tracker.boundary().low_water_step;
             let reclaimed_below = m.first_step.max(low_water);
             let lowest = self.lowest_tgb(grid, self.next_step)?;
             if lowest < reclaimed_below {
@@ -176,7 +173,7 @@ impl Consumer {
         if self.reader.is_some() {
             return Ok(());
         }
-        if let Some(grid) = grid_of(&self.tracker.current) {
+        if let Some(grid) = grid_of(self.tracker.current()) {
             // Surfaces an impossible CP ratio now rather than at the first read.
             tgbs_needed_through(grid, self.config.grid(), 0).map_err(remap_err(format!(
                 "consumer grid DP={} x CP={} on a stream of grid D={} x C={}",
@@ -210,7 +207,7 @@ impl Consumer {
 
     /// The newest manifest version the consumer has read.
     pub fn manifest_version(&self) -> u64 {
-        self.tracker.current.version
+        self.tracker.current().version
     }
 
     fn lowest_tgb(&self, grid: Grid, step: u64) -> Result<u64, ConsumerError> {
@@ -253,7 +250,7 @@ impl Consumer {
 
     /// The reads of `step` against the held manifest (which must cover it).
     fn plan_step(&self, step: u64) -> Result<Vec<PlannedRead>, ConsumerError> {
-        let m = &self.tracker.current;
+        let m = self.tracker.current();
         let grid = self.grid().ok_or_else(|| ConsumerError::Internal {
             message: "planning before the grid is known".into(),
         })?;
@@ -301,7 +298,7 @@ impl Consumer {
         });
         Ok(InFlight {
             step,
-            version: self.tracker.current.version,
+            version: self.tracker.current().version,
             handle,
         })
     }
@@ -315,7 +312,7 @@ impl Consumer {
                 Some(b) => b.step.saturating_add(1),
                 None => step,
             };
-            let covered = Self::covers(self.grid(), self.config.grid(), &self.tracker.current, s);
+            let covered = Self::covers(self.grid(), self.config.grid(), self.tracker.current(), s);
             if s != step && !matches!(covered, Ok(true)) {
                 break;
             }
@@ -339,11 +336,38 @@ impl Consumer {
     /// the call can be repeated.
     pub async fn next(&mut self) -> Result<Batch, ConsumerError> {
         let step = self.next_step;
-        let out = self.next_inner(step).await;
-        if out.is_err() {
-            self.abort_inflight();
+        match self.next_inner(step).await {
+            Ok(b) => Ok(b),
+            Err(e) => {
+                self.abort_inflight();
+                Err(self.explain_missing(step, e).await)
+            }
         }
-        out
+    }
+
+    /// A TGB object that is missing although a live version lists it was deleted by GC
+    /// (its step fell below the low-water mark after the version was read): say so with
+    /// [`ConsumerError::DataReclaimed`] rather than a bare `NotFound`.
+    async fn explain_missing(&mut self, step: u64, e: ConsumerError) -> ConsumerError {
+        if !matches!(&e, ConsumerError::Store(s) if s.is_not_found()) {
+            return e;
+        }
+        let Some(grid) = self.grid() else { return e };
+        let (Ok(lowest), Ok(b)) = (
+            self.lowest_tgb(grid, step),
+            self.tracker.refresh_boundary().await,
+        ) else {
+            return e;
+        };
+        if lowest < b.low_water_step {
+            return ConsumerError::DataReclaimed {
+                step,
+                tgb_step: lowest,
+                version: self.tracker.current().version,
+                first_step: b.low_water_step,
+            };
+        }
+        e
     }
 
     async fn next_inner(&mut self, step: u64) -> Result<Batch, ConsumerError> {
@@ -361,7 +385,7 @@ impl Consumer {
             let out = reader.fetch_step(&reads).await?;
             self.live
                 .record_latency(clock.now().saturating_duration_since(t0));
-            (self.tracker.current.version, out)
+            (self.tracker.current().version, out)
         } else {
             self.fill(step)?;
             let f = self
@@ -442,6 +466,10 @@ impl Consumer {
     /// Statistics since open.
     pub fn stats(&self) -> ConsumerStats {
         let mut s = self.live.snapshot(self.store.stats());
+        let chain = self.tracker.chain_stats();
+        s.manifests_read += chain.manifests_read;
+        s.boundary_reads += chain.boundary_reads;
+        s.manifest_bytes += chain.manifest_bytes + chain.boundary_bytes;
         s.footers_cached = self
             .reader
             .as_ref()

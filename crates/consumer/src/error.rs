@@ -1,6 +1,7 @@
 //! The one error type of this crate.
 
-use batchweave_manifest::ManifestError;
+use batchweave_chain::ChainError;
+use batchweave_manifest::{ManifestError, manifest_key};
 use batchweave_store::{ErrorClass, StoreError};
 use batchweave_tgb::TgbError;
 
@@ -83,6 +84,27 @@ pub enum ConsumerError {
         /// What happened.
         message: String,
     },
+}
+
+impl From<ChainError> for ConsumerError {
+    fn from(e: ChainError) -> Self {
+        match e {
+            ChainError::Store(e) => Self::Store(e),
+            ChainError::Corrupt { key, source } => Self::Manifest { key, source },
+            ChainError::Diverged {
+                version,
+                held,
+                source,
+            } => Self::Data {
+                key: manifest_key(version),
+                reason: format!("it does not extend version {held}: {source}"),
+            },
+            other => Self::Data {
+                key: String::new(),
+                reason: other.to_string(),
+            },
+        }
+    }
 }
 
 impl ConsumerError {

@@ -48,8 +48,12 @@ pub struct ConsumerStats {
     pub stalls: u64,
     /// Total time those calls waited.
     pub stall_time: Duration,
-    /// Manifest versions read (including the GC boundary).
+    /// Manifest versions read.
     pub manifests_read: u64,
+    /// GC boundary reads: one after every poll that found a new version (so that a
+    /// version below the boundary is never adopted), each one listing of the short
+    /// boundary log (counted in `store.lists`) and one GET.
+    pub boundary_reads: u64,
     /// Footers fetched from the store.
     pub footers_read: u64,
     /// Footer lookups served from the cache.
@@ -133,6 +137,7 @@ impl Live {
             stalls: get(&self.stalls),
             stall_time: Duration::from_nanos(get(&self.stall_nanos)),
             manifests_read: get(&self.manifests_read),
+            boundary_reads: 0,
             footers_read: get(&self.footers_read),
             footer_cache_hits: get(&self.footer_cache_hits),
             footers_cached: 0,

@@ -183,7 +183,10 @@ async fn run_amplification(mode: ReadMode, store: &StreamStore, sim: &Sim, steps
         "{s:?}"
     );
     assert_eq!(s.bytes_delivered, slice_total);
-    assert_eq!(s.store.lists, 0, "steady state never lists");
+    assert_eq!(
+        s.store.lists, s.boundary_reads,
+        "steady state lists nothing but the boundary log"
+    );
     match mode {
         ReadMode::Range => {
             let footers: u64 = head.tgbs.iter().map(|d| u64::from(d.footer_length)).sum();
@@ -253,7 +256,10 @@ async fn a_caught_up_consumer_gets_the_next_version_without_listing() {
     let s = c.stats();
     assert_eq!(s.stalls, 1);
     assert!(s.stall_time >= Duration::from_millis(60), "{s:?}");
-    assert_eq!(s.store.lists, 0, "polling must GET v+1, not list");
+    assert_eq!(
+        s.store.lists, s.boundary_reads,
+        "polling must GET v+1, not list the manifests"
+    );
     // Backoff doubles from 1 ms to 20 ms: about 10 polls in 80 ms, not 80.
     assert!(s.store.gets < 20, "{} GETs while waiting", s.store.gets);
 }
@@ -278,10 +284,16 @@ async fn a_consumer_far_behind_jumps_to_the_newest_version_with_one_listing() {
     let b = c.next().await.unwrap();
     assert_eq!((b.step, b.version), (7, 10));
     let s = c.stats();
-    // v1 (the cursor), v2 (does not cover step 7), then one listing and v10.
+    // v1 (the cursor), v2 (does not cover step 7), then one listing and v10;
+    // the boundary after each of the three adoptions.
     assert_eq!(
-        (s.manifests_read, s.store.lists, s.stalls),
-        (3, 1, 0),
+        (
+            s.manifests_read,
+            s.store.lists - s.boundary_reads,
+            s.boundary_reads,
+            s.stalls
+        ),
+        (3, 1, 3, 0),
         "{s:?}"
     );
     check_batch(&sim, &sim.head().await, &b);

@@ -1,5 +1,6 @@
 //! The GC error type.
 
+use batchweave_chain::ChainError;
 use batchweave_manifest::ManifestError;
 use batchweave_store::{ErrorClass, StoreError};
 
@@ -14,6 +15,9 @@ pub enum GcError {
     /// A manifest, boundary, watermark or layout object is corrupt.
     #[error("corrupt metadata in the store: {0}")]
     Manifest(#[from] ManifestError),
+    /// Reading the chain or advancing the boundary failed.
+    #[error("{0}")]
+    Chain(#[from] ChainError),
     /// Invalid arguments (e.g. a bad group name); the message says what to fix.
     #[error("invalid GC request: {0}")]
     Invalid(String),
@@ -24,6 +28,7 @@ impl GcError {
     pub fn class(&self) -> ErrorClass {
         match self {
             Self::Store(e) => e.class(),
+            Self::Chain(e) => e.class(),
             Self::Manifest(_) => ErrorClass::Data,
             Self::Invalid(_) => ErrorClass::Invalid,
         }

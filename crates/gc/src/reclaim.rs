@@ -1,13 +1,15 @@
 //! One reclamation pass and the background reclaimer.
 //!
 //! ```text
-//!  1 read gc/boundary B0 and the newest manifest M (from B0 on)
+//!  1 read the boundary B0 and the newest manifest M (from B0 on), through the chain
 //!  2 low-water mark W = min over live groups (eq. 11)
 //!  3 B = max(B0, (min(W.version, M.version), min(W.step, M.total_tgbs)))
-//!  4 write gc/boundary = B   <- durable BEFORE anything is deleted
+//!  4 advance the boundary to B  <- durable BEFORE anything is deleted; a
+//!    monotone log (batchweave-chain), so any number of reclaimers is safe
 //!  5 delete TGB objects of M with step < B.low_water_step
 //!  6 delete orphans: tgb/ objects not in M, older than the grace period
 //!  7 delete manifest versions < B.min_live_version (the newest is never below it)
+//!  8 prune the boundary log's old entries
 //! ```
 //! Every step is idempotent; a crash anywhere leaves a state the next pass
 //! finishes. Producers trim descriptors below `B.low_water_step` from the
@@ -17,10 +19,10 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use batchweave_chain::Chain;
 use batchweave_manifest::{
-    DecodeLimits, GC_BOUNDARY_KEY, GcBoundary, MANIFEST_DIR, Manifest, TGB_DIR, decode_gc_boundary,
-    decode_manifest, encode_gc_boundary, group_layout_key, manifest_key, parse_manifest_key,
-    validate_producer_id,
+    DecodeLimits, GcBoundary, MANIFEST_DIR, Manifest, TGB_DIR, group_layout_key,
+    parse_manifest_key, validate_producer_id,
 };
 use batchweave_store::StreamStore;
 use tokio::task::JoinHandle;
@@ -83,23 +85,31 @@ pub struct GcReport {
 #[derive(Debug, Clone)]
 pub struct Reclaimer {
     store: StreamStore,
+    chain: Chain,
     settings: GcSettings,
 }
-
-const BOUNDARY_LIMIT: u64 = 64 * 1024;
 
 impl Reclaimer {
     /// A reclaimer for the stream in `store`.
     pub fn new(store: StreamStore, settings: GcSettings) -> Self {
-        Self { store, settings }
+        let chain = Chain::new(store.clone(), settings.limits);
+        Self {
+            store,
+            chain,
+            settings,
+        }
     }
 
     /// The current boundary (zero if GC never ran).
     pub async fn boundary(&self) -> Result<GcBoundary, GcError> {
-        match self.store.get_opt(GC_BOUNDARY_KEY, BOUNDARY_LIMIT).await? {
-            Some(b) => Ok(decode_gc_boundary(&b, &self.settings.limits)?),
-            None => Ok(GcBoundary::default()),
-        }
+        Ok(self.chain.boundary().await?)
+    }
+
+    /// Moves the boundary forward to at least `to` (never back, whatever other
+    /// reclaimers write) without deleting anything; returns the durable boundary.
+    /// For tools that pace producers without reclaiming (benchmarks' controls).
+    pub async fn advance_boundary(&self, to: GcBoundary) -> Result<GcBoundary, GcError> {
+        Ok(self.chain.advance_boundary(to).await?)
     }
 
     /// The low-water mark from the groups' layouts and watermarks.
@@ -112,57 +122,19 @@ impl Reclaimer {
         .await
     }
 
-    /// The newest manifest version of the stream, if it has any.
+    /// The newest manifest version of the stream, if it has any. A stale listing never
+    /// makes GC take an older version for the newest (the chain probes past it): the
+    /// orphan sweep would then delete TGBs that newer versions made visible.
     pub async fn newest_manifest(&self) -> Result<Option<Manifest>, GcError> {
-        let b = self.boundary().await?;
-        self.newest(b.min_live_version.max(1)).await
-    }
-
-    /// The newest manifest version at or after `from`, if any: the newest
-    /// listed, then confirmed by probing the next version numbers (a stale
-    /// listing must never make GC take an older version for the newest: the
-    /// orphan sweep would then delete TGBs that newer versions made visible).
-    async fn newest(&self, from: u64) -> Result<Option<Manifest>, GcError> {
-        let limit = self.settings.limits.max_bytes.saturating_add(64);
-        let mut found: Option<Manifest> = None;
-        for _ in 0..5 {
-            let listed = self
-                .store
-                .list_after(
-                    MANIFEST_DIR.trim_end_matches('/'),
-                    &manifest_key(from.saturating_sub(1)),
-                )
-                .await?;
-            let Some(v) = listed
-                .iter()
-                .filter_map(|o| parse_manifest_key(&o.key))
-                .max()
-            else {
-                break;
-            };
-            if let Some(b) = self.store.get_opt(&manifest_key(v), limit).await? {
-                found = Some(decode_manifest(&b, &self.settings.limits)?);
-                break;
-            }
-        }
-        let Some(mut m) = found else {
-            return Ok(None);
-        };
-        while let Some(b) = self
-            .store
-            .get_opt(&manifest_key(m.version + 1), limit)
-            .await?
-        {
-            m = decode_manifest(&b, &self.settings.limits)?;
-        }
-        Ok(Some(m))
+        let b = self.chain.boundary().await?;
+        Ok(self.chain.newest_from(b.min_live_version.max(1)).await?)
     }
 
     /// One reclamation pass (see the module docs for the order of steps).
     pub async fn run_once(&self) -> Result<GcReport, GcError> {
         let dry = self.settings.dry_run;
-        let b0 = self.boundary().await?;
-        let newest = self.newest(b0.min_live_version.max(1)).await?;
+        let b0 = self.chain.boundary().await?;
+        let newest = self.chain.newest_from(b0.min_live_version.max(1)).await?;
         let mut report = GcReport {
             boundary_before: b0,
             boundary: b0,
@@ -188,9 +160,9 @@ impl Reclaimer {
         if b != b0 {
             b.updated_at_ms = self.store.clock().unix_millis();
             if !dry {
-                self.store
-                    .put(GC_BOUNDARY_KEY, encode_gc_boundary(&b))
-                    .await?;
+                // Durable before anything is deleted; with other reclaimers at work the
+                // boundary may be further on than ours: it only moves forward.
+                self.chain.advance_boundary(b).await?;
             }
             tracing::info!(
                 min_live = b.min_live_version,
@@ -251,6 +223,9 @@ impl Reclaimer {
                     _ => {}
                 }
             }
+        }
+        if !dry {
+            self.chain.prune_boundaries().await?;
         }
         Ok(report)
     }

@@ -15,27 +15,26 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use batchweave_chain::Follower;
 use batchweave_dac::{AttemptOutcome, CommitPolicy, Decision};
 use batchweave_manifest::{
-    CommitStatus, GcBoundary, Manifest, Pending, TgbDescriptor, commit_status, manifest_key,
-    rebase, try_encode_manifest,
+    CommitStatus, Pending, TgbDescriptor, commit_status, manifest_key, rebase, try_encode_manifest,
 };
 use batchweave_store::{StoreError, StreamStore};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::{Semaphore, mpsc, oneshot};
-use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::ProducerError;
-use crate::chain;
 use crate::settings::{FailPoint, FailPoints, ProducerSettings};
 use crate::stats::ProducerStats;
 
 /// Messages from the producer handle to its committer.
 pub(crate) enum Msg {
-    /// A TGB reference and when its upload started.
-    Tgb(TgbDescriptor, Instant),
+    /// A TGB reference and when its upload started, in wall-clock Unix
+    /// milliseconds (ages must count time the host spent suspended).
+    Tgb(TgbDescriptor, u64),
     Flush(oneshot::Sender<Result<(), ProducerError>>),
 }
 
@@ -77,9 +76,9 @@ pub(crate) struct Committer {
     pub(crate) me: Identity,
     pub(crate) settings: ProducerSettings,
     pub(crate) fail: FailPoints,
-    pub(crate) base: Manifest,
-    pub(crate) boundary: GcBoundary,
-    pub(crate) pending: VecDeque<(TgbDescriptor, Instant)>,
+    /// The base: the newest live version this producer has seen, and the boundary.
+    pub(crate) follower: Follower,
+    pub(crate) pending: VecDeque<(TgbDescriptor, u64)>,
     pub(crate) policy: Box<dyn CommitPolicy>,
     pub(crate) rng: StdRng,
     pub(crate) shared: Arc<Shared>,
@@ -101,8 +100,7 @@ impl Committer {
         me: Identity,
         settings: ProducerSettings,
         fail: FailPoints,
-        base: Manifest,
-        boundary: GcBoundary,
+        follower: Follower,
         shared: Arc<Shared>,
         permits: Arc<Semaphore>,
     ) -> Self {
@@ -116,8 +114,7 @@ impl Committer {
             me,
             settings,
             fail,
-            base,
-            boundary,
+            follower,
             pending: VecDeque::new(),
             shared,
             permits,
@@ -171,12 +168,12 @@ impl Committer {
         if self.fail.fires(FailPoint::SkipStateMapCheck) {
             return;
         }
-        let Some(e) = self.base.producers.get(&self.me.id) else {
+        let Some(e) = self.follower.current().producers.get(&self.me.id) else {
             return;
         };
         if e.epoch != self.me.epoch
             || e.incarnation != self.me.incarnation
-            || self.base.version < self.boundary.min_live_version
+            || self.follower.current().version < self.follower.boundary().min_live_version
         {
             return;
         }
@@ -197,8 +194,8 @@ impl Committer {
         match self.settings.max_lag {
             None => want,
             Some(lag) => {
-                let limit = self.boundary.low_water_step.saturating_add(lag);
-                let room = limit.saturating_sub(self.base.total_tgbs);
+                let limit = self.follower.boundary().low_water_step.saturating_add(lag);
+                let room = limit.saturating_sub(self.follower.current().total_tgbs);
                 want.min(usize::try_from(room).unwrap_or(usize::MAX))
             }
         }
@@ -220,8 +217,11 @@ impl Committer {
         if want > 0 && n == 0 {
             return Ok(Attempt::Lagged);
         }
-        for (d, uploaded) in self.pending.iter().take(n) {
-            let age = t0.saturating_duration_since(*uploaded);
+        // Ages by wall-clock time, which keeps running while the host is suspended
+        // (a monotonic clock stops, and GC may sweep the upload meanwhile).
+        let now_ms = clock.unix_millis();
+        for (d, uploaded_ms) in self.pending.iter().take(n) {
+            let age = Duration::from_millis(now_ms.saturating_sub(*uploaded_ms));
             if age > self.settings.max_commit_age {
                 return Err(ProducerError::Expired {
                     key: d.key.clone(),
@@ -238,7 +238,8 @@ impl Committer {
         let last_seq = match tgbs.last() {
             Some(d) => d.sequence,
             None => self
-                .base
+                .follower
+                .current()
                 .producers
                 .get(&self.me.id)
                 .map_or(0, |e| e.last_sequence),
@@ -246,7 +247,8 @@ impl Committer {
         let source_offset = match tgbs.last() {
             Some(d) => d.source_offset,
             None => self
-                .base
+                .follower
+                .current()
                 .producers
                 .get(&self.me.id)
                 .map_or(0, |e| e.source_offset),
@@ -259,8 +261,12 @@ impl Committer {
             source_offset,
             now_ms: clock.unix_millis(),
         };
-        let candidate = rebase(&self.base, &pending, self.boundary.low_water_step)
-            .map_err(ProducerError::from_rebase)?;
+        let candidate = rebase(
+            self.follower.current(),
+            &pending,
+            self.follower.boundary().low_water_step,
+        )
+        .map_err(ProducerError::from_rebase)?;
         let v = candidate.version;
         let span = tracing::debug_span!("commit", producer = %self.me.id, version = v, tgbs = n);
         let bytes = try_encode_manifest(&candidate, &self.settings.limits)?;
@@ -281,16 +287,17 @@ impl Committer {
 
         let outcome = match created {
             Ok(()) => {
-                self.boundary = chain::read_boundary(&self.store, &self.settings.limits).await?;
-                if v < self.boundary.min_live_version {
+                self.follower.refresh_boundary().await?;
+                if v < self.follower.boundary().min_live_version {
                     // Ghost commit: GC had deleted this version number; the
                     // object we created is in no live chain. Not committed.
-                    tracing::warn!(parent: &span, version = v, min_live = self.boundary.min_live_version, "ghost commit detected, treating as conflict");
+                    tracing::warn!(parent: &span, version = v, min_live = self.follower.boundary().min_live_version, "ghost commit detected, treating as conflict");
                     self.shared.stats_mut(|s| s.ghost_commits_prevented += 1);
-                    self.resync(self.boundary.min_live_version).await?;
+                    self.resync(self.follower.boundary().min_live_version)
+                        .await?;
                     self.classify_after_conflict(last_seq, n, false)?
                 } else {
-                    self.base = candidate;
+                    self.follower.adopt(candidate)?;
                     self.finish_commit(n);
                     Attempt::Committed
                 }
@@ -310,7 +317,7 @@ impl Committer {
             }
             Err(e) => return Err(e.into()),
         };
-        let producers = self.base.producers.len();
+        let producers = self.follower.current().producers.len();
         let success = matches!(outcome, Attempt::Committed);
         self.policy.on_attempt(
             &AttemptOutcome {
@@ -335,7 +342,7 @@ impl Committer {
         n: usize,
         lost_reply_possible: bool,
     ) -> Result<Attempt, ProducerError> {
-        if self.base.version < self.boundary.min_live_version {
+        if self.follower.current().version < self.follower.boundary().min_live_version {
             // A version below the boundary may be a ghost: never trust it.
             return Ok(Attempt::Conflict);
         }
@@ -343,7 +350,7 @@ impl Committer {
             return Ok(Attempt::Conflict);
         }
         match commit_status(
-            &self.base,
+            self.follower.current(),
             &self.me.id,
             self.me.epoch,
             self.me.incarnation,
@@ -365,37 +372,32 @@ impl Committer {
         }
     }
 
-    /// Brings `base` up to date cheaply: one GET of the next version number
+    /// Brings the base up to date cheaply: one GET of the next version number
     /// (a 404 when nobody committed since); only if it exists, a listing to
-    /// jump to the newest.
+    /// jump to the newest. The boundary is not re-read here: every create is
+    /// followed by a fresh boundary check, so a deleted base costs a retry.
     async fn refresh(&mut self) -> Result<(), ProducerError> {
-        let next = self.base.version + 1;
-        match chain::read_version(&self.store, next, &self.settings.limits).await? {
-            None => Ok(()),
-            Some(m) => {
-                self.base = m;
-                self.resync(next + 1).await
-            }
+        if self.follower.poll_cached().await? {
+            let next = self.follower.current().version.saturating_add(1);
+            self.resync(next).await?;
         }
+        Ok(())
     }
 
-    /// Moves `base` to the newest version at or after `at_least`, if one can
-    /// be read; otherwise keeps the current base (the next attempt will
+    /// Moves the base to the newest live version at or after `at_least`, if one
+    /// can be read; otherwise keeps the current base (the next attempt will
     /// conflict again and retry: stale views cost retries, never correctness).
+    /// Reads the boundary first: versions below it may be ghosts.
     async fn resync(&mut self, at_least: u64) -> Result<(), ProducerError> {
-        let limits = self.settings.limits;
-        // Versions below the boundary may be ghosts: never adopt one.
-        self.boundary = chain::read_boundary(&self.store, &limits).await?;
-        let live = self.boundary.min_live_version.max(1);
-        let mut found = chain::newest_from(&self.store, at_least.max(live), &limits).await?;
-        if found.is_none() {
+        let live = self
+            .follower
+            .refresh_boundary()
+            .await?
+            .min_live_version
+            .max(1);
+        if !self.follower.jump_from(at_least.max(live)).await? {
             // The listing may be stale or the version deleted: look from the boundary.
-            found = chain::newest_from(&self.store, live, &limits).await?;
-        }
-        if let Some(m) = found
-            && m.version > self.base.version
-        {
-            self.base = m;
+            self.follower.jump_from(live).await?;
         }
         Ok(())
     }
@@ -408,7 +410,7 @@ impl Committer {
             .collect();
         let bytes: u64 = done.iter().map(|d| d.object_size).sum();
         self.permits.add_permits(done.len());
-        let version = self.base.version;
+        let version = self.follower.current().version;
         self.shared.stats_mut(|s| {
             s.successes += 1;
             s.tgbs_committed += done.len() as u64;
@@ -504,10 +506,7 @@ impl Committer {
                 Some(Some(m)) => self.take(m, &mut flushers),
                 Some(None) => {
                     if self.settings.max_lag.is_some() && matches!(decision, Decision::CommitNow) {
-                        match chain::read_boundary(&self.store, &self.settings.limits).await {
-                            Ok(b) if b.low_water_step >= self.boundary.low_water_step => {
-                                self.boundary = b
-                            }
+                        match self.follower.refresh_boundary().await {
                             Ok(_) => {}
                             Err(e) => {
                                 tracing::debug!(error = %e, "boundary read failed while lagging")

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use batchweave_chain::ChainError;
 use batchweave_manifest::{ManifestError, RebaseError};
 use batchweave_store::{ErrorClass, StoreError};
 use batchweave_tgb::TgbError;
@@ -18,6 +19,10 @@ pub enum ProducerError {
     /// A manifest or GC boundary read from the store is corrupt or hostile.
     #[error("corrupt metadata in the store: {0}")]
     Manifest(#[from] ManifestError),
+    /// Reading the chain failed: the store, or a version that is corrupt, breaks a
+    /// rule of the format or does not extend the version held.
+    #[error("{0}")]
+    Chain(#[from] ChainError),
     /// The TGB could not be encoded (bad grid, wrong slice count).
     #[error("invalid TGB: {0}")]
     Tgb(#[from] TgbError),
@@ -66,6 +71,7 @@ impl ProducerError {
     pub fn class(&self) -> ErrorClass {
         match self {
             Self::Store(e) => e.class(),
+            Self::Chain(e) => e.class(),
             Self::Manifest(_) | Self::Expired { .. } => ErrorClass::Data,
             Self::Tgb(_) | Self::Invalid(_) => ErrorClass::Invalid,
             Self::Fenced { .. } => ErrorClass::Fenced,

@@ -37,7 +37,6 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
 //! ```
 
-mod chain;
 mod committer;
 mod error;
 mod producer;

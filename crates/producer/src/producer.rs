@@ -2,6 +2,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use batchweave_chain::{Chain, Follower};
 use batchweave_manifest::{TgbDescriptor, tgb_key, validate_producer_id};
 use batchweave_store::StreamStore;
 use batchweave_tgb::{EncodedTgb, encode_tgb};
@@ -12,7 +13,6 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::ProducerError;
-use crate::chain;
 use crate::committer::{Committer, Identity, Msg, Shared};
 use crate::settings::{FailPoint, FailPoints, ProducerSettings};
 use crate::stats::ProducerStats;
@@ -114,9 +114,14 @@ impl Producer {
         validate_producer_id(&b.id).map_err(|e| ProducerError::Invalid(e.to_string()))?;
         b.settings.validate().map_err(ProducerError::Invalid)?;
         let limits = b.settings.limits;
-        let boundary = chain::read_boundary(&b.store, &limits).await?;
-        let base = chain::newest(&b.store, &limits).await?;
-        let prev_epoch = base.producers.get(&b.id).map_or(0, |e| e.epoch);
+        let mut follower = Follower::new(Chain::new(b.store.clone(), limits));
+        let live = follower.refresh_boundary().await?.min_live_version.max(1);
+        follower.jump_from(live).await?;
+        let prev_epoch = follower
+            .current()
+            .producers
+            .get(&b.id)
+            .map_or(0, |e| e.epoch);
         let mut rng = match b.settings.seed {
             Some(s) => StdRng::seed_from_u64(s),
             None => StdRng::from_os_rng(),
@@ -137,8 +142,7 @@ impl Producer {
             me.clone(),
             b.settings.clone(),
             b.fail.clone(),
-            base,
-            boundary,
+            follower,
             shared.clone(),
             permits.clone(),
         );
@@ -146,7 +150,8 @@ impl Producer {
         // The claim may have moved to a newer epoch (a stale first view).
         let me = committer.me.clone();
         let entry = committer
-            .base
+            .follower
+            .current()
             .producers
             .get(&me.id)
             .cloned()
@@ -242,7 +247,7 @@ impl Producer {
         };
         let sequence = self.next_sequence;
         let key = tgb_key(&self.me.id, self.me.epoch, sequence);
-        let upload_start = self.store.clock().now();
+        let upload_start = self.store.clock().unix_millis();
         if enc.object_size >= self.settings.multipart_threshold {
             self.store
                 .put_multipart(&key, enc.parts.clone(), self.settings.multipart_part_size)

@@ -119,7 +119,7 @@ async fn crash_at_every_fail_point_then_restart_is_exactly_once() {
                     .open()
                     .await?;
                 for off in 1..=N {
-                    p.append(1, 1, slices("victim", off, 1), off).await?;
+                    p.append(2, 1, slices("victim", off, 2), off).await?;
                     if off % 3 == 0 {
                         p.flush().await?;
                     }
@@ -141,7 +141,7 @@ async fn crash_at_every_fail_point_then_restart_is_exactly_once() {
             let from = p.committed_offset();
             assert!(from <= N);
             for off in from + 1..=N {
-                p.append(1, 1, slices("victim", off, 1), off).await.unwrap();
+                p.append(2, 1, slices("victim", off, 2), off).await.unwrap();
             }
             p.close().await.unwrap();
             other.await.unwrap().unwrap();
@@ -318,7 +318,7 @@ async fn ghost_commit_after_gc_is_detected_and_harmless() {
     }
     // The stalled producer wakes up: its create of claimed_at + 1 lands in an empty slot.
     stalled
-        .append(1, 1, slices("stalled", 1, 1), 1)
+        .append(2, 1, slices("stalled", 1, 2), 1)
         .await
         .unwrap();
     stalled.flush().await.unwrap();

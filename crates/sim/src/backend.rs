@@ -21,7 +21,8 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use batchweave_manifest::{DecodeLimits, GC_BOUNDARY_KEY, decode_gc_boundary};
+use batchweave_chain::{BOUNDARY_DIR, parse_boundary_key};
+use batchweave_manifest::{DecodeLimits, decode_gc_boundary};
 use batchweave_store::Clock;
 use batchweave_store::object_store::path::Path;
 use batchweave_store::object_store::{
@@ -29,8 +30,8 @@ use batchweave_store::object_store::{
     ObjectStoreExt, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
 };
 use bytes::Bytes;
-use futures::StreamExt;
 use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -142,10 +143,21 @@ impl SimBackend {
         }
     }
 
-    /// The current GC boundary: `(min_live_version, low_water_step)`, zero
-    /// if there is none.
+    /// The current GC boundary: `(min_live_version, low_water_step)` of the newest
+    /// boundary log entry, zero if there is none (ground truth, no faults).
     async fn boundary(&self) -> (u64, u64) {
-        let Ok(r) = self.inner.get(&Path::from(GC_BOUNDARY_KEY)).await else {
+        let dir = Path::from(BOUNDARY_DIR.trim_end_matches('/'));
+        let Ok(listed) = self.inner.list(Some(&dir)).try_collect::<Vec<_>>().await else {
+            return (0, 0);
+        };
+        let Some(newest) = listed
+            .iter()
+            .filter(|m| parse_boundary_key(m.location.as_ref()).is_some())
+            .max_by(|a, b| a.location.as_ref().cmp(b.location.as_ref()))
+        else {
+            return (0, 0);
+        };
+        let Ok(r) = self.inner.get(&newest.location).await else {
             return (0, 0);
         };
         match r.bytes().await {
@@ -153,6 +165,39 @@ impl SimBackend {
                 .map_or((0, 0), |b| (b.min_live_version, b.low_water_step)),
             Err(_) => (0, 0),
         }
+    }
+
+    /// The planted stale boundary: a listing of the boundary log that misses its
+    /// newest entry, so the reader takes an older boundary for the current one.
+    fn maybe_stale(
+        &self,
+        prefix: Option<&Path>,
+        s: BoxStream<'static, Result<ObjectMeta>>,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        let log =
+            prefix.is_some_and(|p| p.as_ref().starts_with(BOUNDARY_DIR.trim_end_matches('/')));
+        let planted = matches!(
+            lock(&self.state).plant,
+            Some(PlantedBug::StaleBoundary { .. })
+        );
+        if !log || !planted || self.plant_fires().is_none() {
+            return s;
+        }
+        futures::stream::once(async move {
+            let mut all: Vec<Result<ObjectMeta>> = s.collect().await;
+            let newest = all
+                .iter()
+                .enumerate()
+                .filter_map(|(i, r)| r.as_ref().ok().map(|m| (i, m.location.to_string())))
+                .max_by(|a, b| a.1.cmp(&b.1))
+                .map(|(i, _)| i);
+            if let Some(i) = newest {
+                let _ = all.remove(i);
+            }
+            futures::stream::iter(all)
+        })
+        .flatten()
+        .boxed()
     }
 
     fn stamp(&self, key: &Path, manifest: Option<(Bytes, (u64, u64))>) {
@@ -296,21 +341,7 @@ impl ObjectStore for SimBackend {
         'life1: 'async_trait,
         Self: 'async_trait,
     {
-        Box::pin(async move {
-            let stale = location.as_ref() == GC_BOUNDARY_KEY
-                && matches!(
-                    lock(&self.state).plant,
-                    Some(PlantedBug::StaleBoundary { .. })
-                )
-                && self.plant_fires().is_some();
-            if stale {
-                return Err(object_store::Error::NotFound {
-                    path: location.to_string(),
-                    source: "planted stale boundary read".into(),
-                });
-            }
-            self.inner.get_opts(location, options).await
-        })
+        self.inner.get_opts(location, options)
     }
 
     fn get_ranges<'life0, 'life1, 'life2, 'async_trait>(
@@ -335,7 +366,7 @@ impl ObjectStore for SimBackend {
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.restamp(self.inner.list(prefix))
+        self.maybe_stale(prefix, self.restamp(self.inner.list(prefix)))
     }
 
     fn list_with_offset(
@@ -343,7 +374,10 @@ impl ObjectStore for SimBackend {
         prefix: Option<&Path>,
         offset: &Path,
     ) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.restamp(self.inner.list_with_offset(prefix, offset))
+        self.maybe_stale(
+            prefix,
+            self.restamp(self.inner.list_with_offset(prefix, offset)),
+        )
     }
 
     fn list_with_delimiter<'life0, 'life1, 'async_trait>(

@@ -12,8 +12,11 @@ use tokio::time::Instant;
 /// A source of time and of sleeping.
 ///
 /// Contract: `now()` never goes backwards; `sleep(d)` completes no earlier than
-/// `now() + d`; `unix_millis()` is `now()` expressed as wall-clock time (it is
-/// informational only: BatchWeave never orders anything by wall-clock time).
+/// `now() + d`; `unix_millis()` is wall-clock time, which never goes backwards either
+/// and, unlike `now()`, keeps running while the host is suspended. BatchWeave never
+/// orders anything by wall-clock time, but it judges ages by it (an upload's age
+/// against `max_commit_age`, an orphan's against the grace period): an age measured
+/// with a monotonic clock stops while a host hibernates.
 pub trait Clock: Send + Sync + Debug + 'static {
     /// A monotonic instant.
     fn now(&self) -> Instant;
@@ -30,17 +33,22 @@ pub trait Clock: Send + Sync + Debug + 'static {
 pub struct TokioClock {
     base_unix_ms: u64,
     start: Instant,
+    /// Read the system clock on every `unix_millis()` (real time) rather than
+    /// `base + elapsed` (virtual time under a paused runtime).
+    wall: bool,
+    /// The largest wall reading returned, so that readings never go backwards.
+    last: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl TokioClock {
-    /// Real wall-clock time (reads the system clock once, at construction).
-    #[allow(clippy::disallowed_methods)]
+    /// Real time: `unix_millis()` reads the system clock at every call (so a
+    /// long-running process does not keep the clock error it started with, and time
+    /// spent suspended counts), never going backwards.
     pub fn system() -> Self {
-        let base_unix_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
-        Self::with_base(base_unix_ms)
+        Self {
+            wall: true,
+            ..Self::with_base(system_unix_millis())
+        }
     }
 
     /// A clock whose `unix_millis()` starts at `base_unix_ms`: with a paused
@@ -49,6 +57,8 @@ impl TokioClock {
         Self {
             base_unix_ms,
             start: Instant::now(),
+            wall: false,
+            last: Arc::new(std::sync::atomic::AtomicU64::new(0)),
         }
     }
 
@@ -75,10 +85,26 @@ impl Clock for TokioClock {
     }
 
     fn unix_millis(&self) -> u64 {
+        if self.wall {
+            let now = system_unix_millis();
+            let prev = self
+                .last
+                .fetch_max(now, std::sync::atomic::Ordering::Relaxed);
+            return now.max(prev);
+        }
         let elapsed = Instant::now().saturating_duration_since(self.start);
         self.base_unix_ms
             .saturating_add(elapsed.as_millis().min(u128::from(u64::MAX)) as u64)
     }
+}
+
+/// The system's wall clock in Unix milliseconds (0 before 1970).
+#[allow(clippy::disallowed_methods)]
+fn system_unix_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis().min(u128::from(u64::MAX)) as u64)
+        .unwrap_or(0)
 }
 
 #[cfg(test)]

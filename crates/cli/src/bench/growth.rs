@@ -13,12 +13,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use batchweave::manifest::{
-    GC_BOUNDARY_KEY, GcBoundary, GroupLayout, Manifest, ProducerState, TgbDescriptor, Watermark,
-    encode_gc_boundary, encode_group_layout, encode_watermark, group_layout_key, manifest_key,
-    position_name, tgb_key, try_encode_manifest, watermark_key,
+    GcBoundary, GroupLayout, Manifest, ProducerState, TgbDescriptor, Watermark,
+    encode_group_layout, encode_watermark, group_layout_key, manifest_key, position_name, tgb_key,
+    try_encode_manifest, watermark_key,
 };
 use batchweave::tgb::encode_tgb;
-use batchweave::{GcSettings, PolicyKind, ProducerSettings, Stream};
+use batchweave::{GcSettings, PolicyKind, ProducerSettings, Reclaimer, Stream};
 use bytes::Bytes;
 use serde_json::json;
 
@@ -57,26 +57,42 @@ fn synthesize(v: u64, trim: bool) -> anyhow::Result<Manifest> {
             source_offset: s + 1,
         })
         .collect();
-    let producers: BTreeMap<String, ProducerState> = (0..PRODUCERS)
+    // The history's one writer committed every TGB (it made version `v`); the
+    // benchmark's producers have claimed their ids and committed nothing yet.
+    let mut producers: BTreeMap<String, ProducerState> = (0..PRODUCERS)
         .map(|i| {
             (
                 format!("p{i:04}"),
                 ProducerState {
                     epoch: 1,
                     incarnation: 1,
-                    last_commit_version: v,
+                    last_commit_version: v.saturating_sub(1),
                     last_commit_ms: 1_750_000_000_000,
                     ..Default::default()
                 },
             )
         })
         .collect();
+    producers.insert(
+        "history".into(),
+        ProducerState {
+            epoch: 1,
+            incarnation: 1,
+            source_offset: v,
+            last_sequence: v,
+            last_commit_version: v,
+            tgbs_committed: v,
+            last_commit_ms: 1_750_000_000_000,
+        },
+    );
     Ok(Manifest {
         version: v,
         first_step: first,
         retained_bytes: enc.object_size * (v - first),
         total_tgbs: v,
         committed_at_ms: 1_750_000_000_000,
+        grid_dp: 1,
+        grid_cp: 1,
         tgbs,
         producers,
     })
@@ -125,7 +141,9 @@ async fn arm(env: &Env, v: u64, trim: bool, window: Duration) -> anyhow::Result<
             low_water_step: m.first_step,
             updated_at_ms: 1_750_000_000_000,
         };
-        store.put(GC_BOUNDARY_KEY, encode_gc_boundary(&b)).await?;
+        Reclaimer::new(store.clone(), GcSettings::default())
+            .advance_boundary(b)
+            .await?;
         store
             .put(
                 &group_layout_key(GROUP)?,

@@ -5,7 +5,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
-use batchweave::manifest::{GC_BOUNDARY_KEY, encode_gc_boundary};
 use batchweave::store::StreamStore;
 use batchweave::tgb::encode_tgb;
 use batchweave::{GcSettings, PolicyKind, ProducerSettings, ProducerStats, Stream};
@@ -217,10 +216,7 @@ pub(crate) fn spawn_trimmer(stream: &Stream, every: Duration) -> tokio::task::Jo
             if m.total_tgbs > b.low_water_step {
                 b.low_water_step = m.total_tgbs;
                 b.updated_at_ms = clock.unix_millis();
-                let _ = stream
-                    .store()
-                    .put(GC_BOUNDARY_KEY, encode_gc_boundary(&b))
-                    .await;
+                let _ = gc.advance_boundary(b).await;
             }
         }
     })

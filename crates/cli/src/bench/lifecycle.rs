@@ -6,7 +6,6 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use batchweave::manifest::{GC_BOUNDARY_KEY, encode_gc_boundary};
 use batchweave::{ConsumerConfig, GcSettings, ProducerSettings, Stream};
 use bytes::Bytes;
 use serde_json::json;
@@ -70,10 +69,7 @@ async fn logical_trim(stream: &Stream) -> anyhow::Result<()> {
         if next != b.low_water_step {
             b.low_water_step = next;
             b.updated_at_ms = stream.store().clock().unix_millis();
-            stream
-                .store()
-                .put(GC_BOUNDARY_KEY, encode_gc_boundary(&b))
-                .await?;
+            gc.advance_boundary(b).await?;
         }
     }
     Ok(())

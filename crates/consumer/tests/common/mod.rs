@@ -28,7 +28,7 @@ fn mix(words: &[u64]) -> u64 {
     h
 }
 
-fn id_word(producer: &str) -> u64 {
+pub fn id_word(producer: &str) -> u64 {
     producer
         .bytes()
         .fold(0u64, |a, b| a.wrapping_mul(131).wrapping_add(u64::from(b)))

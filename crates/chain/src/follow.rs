@@ -1,0 +1,179 @@
+//! [`Follower`]: the live version a client holds, and how it moves forward.
+//!
+//! ```text
+//!  holds M(v) ── GET manifests/<v+1> ──NotFound──> not moved (the caller sleeps)
+//!                        │ found
+//!                        v
+//!                 read the boundary B (after the version: see Chain::boundary)
+//!                        │
+//!        v+1 < B.min_live? ──yes──> deleted: list from B.min_live, adopt the newest
+//!                        │ no
+//!                        v
+//!                 M(v+1) extends M(v)? ──no──> ChainError::Diverged, nothing adopted
+//!                        │ yes
+//!                        v
+//!                     adopt M(v+1)
+//! ```
+
+use std::sync::Arc;
+
+use batchweave_manifest::{GcBoundary, Manifest, check_extends};
+
+use crate::{Chain, ChainError};
+
+/// Where [`Follower::start_at`] landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// At the version asked for.
+    Exact,
+    /// That version is deleted (missing, or below the boundary): at the newest live
+    /// version instead, which holds every step the asked-for one held that GC kept.
+    Newer,
+    /// A fresh start on a stream with no live version yet (genesis held).
+    Empty,
+}
+
+/// The newest live version a client has adopted. Never holds a version below the
+/// boundary read after it, and every version it adopts extends the one before.
+#[derive(Debug, Clone)]
+pub struct Follower {
+    chain: Chain,
+    current: Arc<Manifest>,
+    boundary: GcBoundary,
+}
+
+impl Follower {
+    /// A follower holding genesis (version 0).
+    pub fn new(chain: Chain) -> Self {
+        Self {
+            chain,
+            current: Arc::new(Manifest::genesis()),
+            boundary: GcBoundary::default(),
+        }
+    }
+
+    /// The chain it reads.
+    pub fn chain(&self) -> &Chain {
+        &self.chain
+    }
+
+    /// The version held.
+    pub fn current(&self) -> &Arc<Manifest> {
+        &self.current
+    }
+
+    /// The boundary as last read.
+    pub fn boundary(&self) -> GcBoundary {
+        self.boundary
+    }
+
+    /// Re-reads the boundary (it only moves forward).
+    pub async fn refresh_boundary(&mut self) -> Result<GcBoundary, ChainError> {
+        let b = self.chain.boundary().await?;
+        self.note(b);
+        Ok(self.boundary)
+    }
+
+    fn note(&mut self, b: GcBoundary) {
+        if crate::dominates(&b, &self.boundary) {
+            self.boundary = b;
+        }
+    }
+
+    /// Makes `m` the held version if it is newer and extends the held one; returns
+    /// whether it moved. No I/O: the caller has established that `m` is live.
+    pub fn adopt(&mut self, m: Manifest) -> Result<bool, ChainError> {
+        if m.version <= self.current.version {
+            return Ok(false);
+        }
+        if self.current.version > 0 {
+            check_extends(&self.current, &m).map_err(|source| ChainError::Diverged {
+                version: m.version,
+                held: self.current.version,
+                source,
+            })?;
+        }
+        self.current = Arc::new(m);
+        Ok(true)
+    }
+
+    /// Positions the follower for a client that starts from version `version` (0: a
+    /// fresh client). A version that is missing or below the boundary is treated as
+    /// deleted: the follower then holds the newest live version.
+    pub async fn start_at(&mut self, version: u64) -> Result<Start, ChainError> {
+        if version > 0 {
+            let m = self.chain.read_version(version).await?;
+            // After the read: a ghost created in a deleted slot is below this boundary.
+            let b = self.refresh_boundary().await?;
+            if let Some(m) = m
+                && m.version >= b.min_live_version
+            {
+                self.adopt(m)?;
+                return Ok(Start::Exact);
+            }
+        } else {
+            let b = self.refresh_boundary().await?;
+            if b.min_live_version <= 1 {
+                // A fresh stream, or one whose version 1 is live: poll from the start.
+                return Ok(Start::Empty);
+            }
+        }
+        let from = version.max(self.boundary.min_live_version).max(1);
+        if self.jump_from(from).await? {
+            Ok(Start::Newer)
+        } else {
+            Ok(Start::Empty)
+        }
+    }
+
+    /// Adopts the newest live version at or after `from`, found with one listing;
+    /// returns whether the held version moved.
+    pub async fn jump_from(&mut self, from: u64) -> Result<bool, ChainError> {
+        let from = from.max(self.boundary.min_live_version).max(1);
+        let Some(m) = self.chain.newest_from(from).await? else {
+            return Ok(false);
+        };
+        if m.version <= self.current.version {
+            return Ok(false);
+        }
+        let b = self.refresh_boundary().await?;
+        if m.version < b.min_live_version {
+            // GC moved past it while we read: the next call lists from the new boundary.
+            return Ok(false);
+        }
+        self.adopt(m)
+    }
+
+    /// One step forward: GET the next version; if it exists and is live, adopt it, and
+    /// if it is below the boundary (deleted; a ghost may fill its slot) jump to the
+    /// newest live version instead. Returns whether the held version moved.
+    pub async fn poll(&mut self) -> Result<bool, ChainError> {
+        self.poll_inner(true).await
+    }
+
+    /// Like [`poll`](Self::poll) but trusts the boundary as last read instead of reading
+    /// it again: for a producer, whose every create is followed by a fresh boundary
+    /// check anyway (a commit on a deleted base lands below the boundary and is caught
+    /// there), so adopting a ghost base costs a retry, never a wrong commit.
+    pub async fn poll_cached(&mut self) -> Result<bool, ChainError> {
+        self.poll_inner(false).await
+    }
+
+    async fn poll_inner(&mut self, fresh: bool) -> Result<bool, ChainError> {
+        let Some(next) = self.current.version.checked_add(1) else {
+            return Ok(false);
+        };
+        let Some(m) = self.chain.read_version(next).await? else {
+            return Ok(false);
+        };
+        let b = if fresh {
+            self.refresh_boundary().await?
+        } else {
+            self.boundary
+        };
+        if m.version < b.min_live_version {
+            return self.jump_from(b.min_live_version).await;
+        }
+        self.adopt(m)
+    }
+}
