@@ -27,6 +27,9 @@ pub const MAX_ID_LEN: usize = 128;
 const MANIFEST_SUFFIX: &str = ".manifest";
 const WATERMARK_SUFFIX: &str = ".wm";
 const VERSION_DIGITS: usize = 20;
+const TGB_SUFFIX: &str = ".tgb";
+const EPOCH_DIGITS: usize = 10;
+const SEQUENCE_DIGITS: usize = 20;
 
 /// Key of manifest version `version`: `manifests/<version:020>.manifest`.
 ///
@@ -55,7 +58,37 @@ pub fn parse_manifest_key(key: &str) -> Option<u64> {
 /// producer starts (a manifest naming a key built from an invalid id is
 /// rejected by [`validate`](crate::validate)).
 pub fn tgb_key(producer_id: &str, epoch: u64, sequence: u64) -> String {
-    format!("{TGB_DIR}{producer_id}/{epoch:010}-{sequence:020}.tgb")
+    format!("{TGB_DIR}{producer_id}/{epoch:010}-{sequence:020}{TGB_SUFFIX}")
+}
+
+/// The exact inverse of [`tgb_key`]: `Some((producer_id, epoch, sequence))`
+/// for a key it produces from a valid producer id, `None` for anything else
+/// (other paddings or suffixes, signs, numbers above `u64::MAX`, invalid ids).
+///
+/// Allocates nothing; [`validate`](crate::validate) uses it to check that
+/// every descriptor's key names its own producer, epoch and sequence.
+pub fn parse_tgb_key(key: &str) -> Option<(&str, u64, u64)> {
+    let rest = key.strip_prefix(TGB_DIR)?.strip_suffix(TGB_SUFFIX)?;
+    let (id, name) = rest.split_once('/')?;
+    validate_producer_id(id).ok()?;
+    let (epoch, sequence) = name.split_once('-')?;
+    Some((
+        id,
+        padded(epoch, EPOCH_DIGITS)?,
+        padded(sequence, SEQUENCE_DIGITS)?,
+    ))
+}
+
+/// Parses `digits` if it is exactly how `format!("{n:0width$}")` prints its
+/// value: `width` digits, or more without a leading zero.
+fn padded(digits: &str, width: usize) -> Option<u64> {
+    if !digits.bytes().all(|b| b.is_ascii_digit())
+        || digits.len() < width
+        || (digits.len() > width && digits.starts_with('0'))
+    {
+        return None;
+    }
+    digits.parse().ok()
 }
 
 /// Key of a consumer position's watermark: `watermarks/<group>/<position>.wm`.
@@ -202,6 +235,40 @@ mod tests {
         let k = tgb_key("p-1", 3, 7);
         assert_eq!(k, "tgb/p-1/0000000003-00000000000000000007.tgb");
         validate_key(&k).unwrap();
+    }
+
+    #[test]
+    fn parse_tgb_key_is_the_exact_inverse() {
+        for (id, epoch, seq) in [
+            ("p-1", 3, 7),
+            ("a", 0, 0),
+            ("prep.0_x", 9_999_999_999, 1),
+            ("x", 10_000_000_000, u64::MAX),
+            ("x", u64::MAX, 12),
+        ] {
+            let k = tgb_key(id, epoch, seq);
+            assert_eq!(parse_tgb_key(&k), Some((id, epoch, seq)), "{k}");
+        }
+        for k in [
+            "tgb/p/0000000001-00000000000000000002",
+            "tgb/p/0000000001-00000000000000000002.tgb.tgb",
+            "tgb/p/000000001-00000000000000000002.tgb",
+            "tgb/p/00000000001-00000000000000000002.tgb",
+            "tgb/p/0000000001-0000000000000000002.tgb",
+            "tgb/p/0000000001-000000000000000000002.tgb",
+            "tgb/p/0000000001-99999999999999999999.tgb",
+            "tgb/p/+000000001-00000000000000000002.tgb",
+            "tgb/p/0000000001+00000000000000000002.tgb",
+            "tgb/p/0000000001--0000000000000000002.tgb",
+            "tgb/p/q/0000000001-00000000000000000002.tgb",
+            "tgb/../0000000001-00000000000000000002.tgb",
+            "tgb//0000000001-00000000000000000002.tgb",
+            "x/p/0000000001-00000000000000000002.tgb",
+            "tgb/p/-.tgb",
+            "",
+        ] {
+            assert_eq!(parse_tgb_key(k), None, "{k}");
+        }
     }
 
     #[test]

@@ -82,8 +82,8 @@ pub use envelope::{
 pub use error::{ManifestError, RebaseError};
 pub use keys::{
     GC_BOUNDARY_KEY, MANIFEST_DIR, MAX_ID_LEN, MAX_KEY_BYTES, TGB_DIR, WATERMARK_DIR,
-    group_layout_key, manifest_key, parse_manifest_key, parse_watermark_key, position_name,
-    tgb_key, validate_key, validate_producer_id, watermark_key,
+    group_layout_key, manifest_key, parse_manifest_key, parse_tgb_key, parse_watermark_key,
+    position_name, tgb_key, validate_key, validate_producer_id, watermark_key,
 };
 pub use pb::{GcBoundary, GroupLayout, Manifest, ProducerState, TgbDescriptor, Watermark};
 pub use rebase::{CommitStatus, Pending, commit_status, find_step, last_step, rebase, step_of};
