@@ -104,6 +104,31 @@ pub enum ManifestError {
         /// The broken invariant.
         reason: String,
     },
+    /// A manifest version breaks one of the numbered rules of
+    /// `docs/format.md` section 4: a per-version rule checked by
+    /// [`validate`](crate::validate) (so by every decoder), or an extension
+    /// rule between two versions checked by
+    /// [`check_extends`](crate::check_extends). Writers that follow the
+    /// rebase rule never produce one; a reader that sees one must not use
+    /// the version.
+    #[error("rule {rule} violated: {reason}")]
+    Rule {
+        /// Short stable name of the rule, one of [`rules::ALL`](crate::rules::ALL)
+        /// (for example `"unique-tgb"`); meant to be printed and matched.
+        rule: &'static str,
+        /// What broke it: the step, producer or field and the values found.
+        reason: String,
+    },
+}
+
+impl ManifestError {
+    /// The rule name of a [`ManifestError::Rule`], `None` for other errors.
+    pub fn rule(&self) -> Option<&'static str> {
+        match self {
+            Self::Rule { rule, .. } => Some(rule),
+            _ => None,
+        }
+    }
 }
 
 /// Why [`rebase`](crate::rebase) could not build the next version.
@@ -166,6 +191,22 @@ pub enum RebaseError {
     Overflow {
         /// The counter that overflowed.
         what: &'static str,
+    },
+    /// A new TGB's slice grid differs from the stream's grid (fixed by the
+    /// first commit that carried a TGB; see [`stream_grid`](crate::stream_grid)).
+    /// Nothing was built: the TGB cannot become visible in this stream.
+    #[error(
+        "grid mismatch: the stream's grid is DP={} x CP={}, this TGB's is DP={} x CP={}",
+        stream.0,
+        stream.1,
+        tgb.0,
+        tgb.1
+    )]
+    GridMismatch {
+        /// `(dp, cp)` of the stream.
+        stream: (u32, u32),
+        /// `(dp, cp)` of the refused TGB.
+        tgb: (u32, u32),
     },
 }
 

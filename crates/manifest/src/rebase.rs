@@ -18,12 +18,22 @@
 //! | `e.epoch == epoch`, other incarnation          | [`RebaseError::Fenced`]                   |
 //! | same epoch and incarnation ("ours")            | pending sequences `<= e.last_sequence` are already committed (a lost reply) and skipped; the rest must start at `e.last_sequence + 1` |
 //! | `e.epoch < epoch` or no entry ("claim")        | all pending TGBs are new and must start at `e.last_sequence + 1` (1 without an entry); a claim without TGBs must carry `e.source_offset` |
+//!
+//! In every case the batch's TGBs must be stored under their own keys
+//! ([`tgb_key`](crate::tgb_key)), their source offsets must not decrease
+//! and not exceed the batch's `source_offset`, the new ones must not start
+//! before `e.source_offset`, and every new TGB must have the stream's slice
+//! grid ([`stream_grid`]; the first TGB ever committed fixes it, and the
+//! candidate records it in `grid_dp`/`grid_cp`), or the merge fails with
+//! [`RebaseError::GridMismatch`]. Built on a base that passes
+//! [`validate`](crate::validate), every candidate passes it too and
+//! [`check_extends`](crate::check_extends) holds from the base to it.
 
 use crate::envelope::DecodeLimits;
 use crate::error::RebaseError;
-use crate::keys::validate_producer_id;
+use crate::keys::{parse_tgb_key, tgb_key, validate_producer_id};
 use crate::pb::{Manifest, ProducerState, TgbDescriptor};
-use crate::validate::validate_descriptor;
+use crate::validate::{stream_grid, validate_descriptor};
 
 /// One producer's uncommitted work, the input of [`rebase`].
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -123,10 +133,11 @@ fn invalid(reason: String) -> RebaseError {
 }
 
 /// Checks the pending batch on its own: valid id, TGBs of this producer and
-/// epoch, sequences >= 1, ascending and contiguous.
+/// epoch under their own keys, sequences >= 1, ascending and contiguous,
+/// source offsets never decreasing and at most the batch's `source_offset`.
 fn check_pending(p: &Pending) -> Result<(), RebaseError> {
     validate_producer_id(&p.producer_id).map_err(|e| invalid(e.to_string()))?;
-    let mut prev: Option<u64> = None;
+    let mut prev: Option<&TgbDescriptor> = None;
     for t in &p.tgbs {
         if t.producer_id != p.producer_id || t.epoch != p.epoch {
             return Err(invalid(format!(
@@ -137,21 +148,46 @@ fn check_pending(p: &Pending) -> Result<(), RebaseError> {
         if t.sequence == 0 {
             return Err(invalid("sequence 0 (sequences start at 1)".to_owned()));
         }
-        if let Some(prev) = prev
-            && prev.checked_add(1) != Some(t.sequence)
-        {
+        if parse_tgb_key(&t.key) != Some((p.producer_id.as_str(), t.epoch, t.sequence)) {
             return Err(invalid(format!(
-                "sequences not ascending and contiguous: {prev} then {}",
-                t.sequence
+                "TGB {:?} is not stored under its key {:?}",
+                t.key,
+                tgb_key(&p.producer_id, t.epoch, t.sequence)
             )));
         }
-        prev = Some(t.sequence);
+        if let Some(prev) = prev {
+            if prev.sequence.checked_add(1) != Some(t.sequence) {
+                return Err(invalid(format!(
+                    "sequences not ascending and contiguous: {} then {}",
+                    prev.sequence, t.sequence
+                )));
+            }
+            if t.source_offset < prev.source_offset {
+                return Err(invalid(format!(
+                    "source offsets go back: sequence {} has {}, sequence {} has {}",
+                    prev.sequence, prev.source_offset, t.sequence, t.source_offset
+                )));
+            }
+        }
+        prev = Some(t);
+    }
+    if let Some(last) = prev
+        && last.source_offset > p.source_offset
+    {
+        return Err(invalid(format!(
+            "the batch's source_offset {} is before the offset {} of its last TGB (sequence {})",
+            p.source_offset, last.source_offset, last.sequence
+        )));
     }
     Ok(())
 }
 
 /// Builds the candidate version `base.version + 1` from `base` and the
 /// caller's pending TGBs (see the module docs for the rules).
+///
+/// Fails with [`RebaseError::GridMismatch`] if a new TGB's grid is not the
+/// stream's ([`stream_grid`] of the base, or the first new TGB's if the base
+/// has none), before anything is built.
 ///
 /// `trim_below_step` drops leading descriptors whose step is below it
 /// (clamped: `first_step` never decreases and never exceeds the base's
@@ -217,6 +253,32 @@ pub fn rebase(
             claimed: pending.source_offset,
         });
     }
+    // The resume point never goes back, and new TGBs start at or after it
+    // (the batch's own offsets are ordered by `check_pending`).
+    if let Some(e) = entry {
+        let first_new = new
+            .first()
+            .map_or(pending.source_offset, |t| t.source_offset);
+        if first_new < e.source_offset {
+            return Err(invalid(format!(
+                "source offset {first_new} is before the committed source offset {} \
+                 of producer {id}",
+                e.source_offset
+            )));
+        }
+    }
+    // One grid per stream: fixed by the first TGB ever committed.
+    let base_grid = stream_grid(base);
+    let grid = base_grid.or_else(|| new.first().map(|t| (t.dp, t.cp)));
+    if let Some(stream) = grid
+        && let Some(t) = new.iter().find(|t| (t.dp, t.cp) != stream)
+    {
+        return Err(RebaseError::GridMismatch {
+            stream,
+            tgb: (t.dp, t.cp),
+        });
+    }
+    let (grid_dp, grid_cp) = grid.unwrap_or_default();
 
     let retained_len =
         u64::try_from(base.tgbs.len()).map_err(|_| RebaseError::Overflow { what: "total_tgbs" })?;
@@ -276,5 +338,7 @@ pub fn rebase(
         committed_at_ms: pending.now_ms,
         total_tgbs,
         retained_bytes,
+        grid_dp,
+        grid_cp,
     })
 }

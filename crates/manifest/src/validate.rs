@@ -1,23 +1,35 @@
 //! Semantic validation of a decoded manifest (run by
 //! [`decode_manifest`](crate::decode_manifest) after the envelope checks).
 
+use std::collections::HashMap;
+
 use crate::envelope::{DecodeLimits, check_count};
 use crate::error::ManifestError;
-use crate::keys::{validate_key, validate_producer_id};
-use crate::pb::{Manifest, TgbDescriptor};
+use crate::keys::{parse_tgb_key, tgb_key, validate_key, validate_producer_id};
+use crate::pb::{Manifest, ProducerState, TgbDescriptor};
+use crate::rules;
 
 /// Smallest accepted `TgbDescriptor.footer_length`, in bytes. No TGB footer
 /// (see `docs/format-tgb.md`) can be shorter than this.
 pub const MIN_FOOTER_LENGTH: u32 = 8;
 
 /// Checks every invariant of a manifest version that can be checked from the
-/// version alone:
+/// version alone (`docs/format.md` section 4):
 ///
 /// * `tgbs.len() <= max_tgbs`, `producers.len() <= max_producers`;
 /// * `total_tgbs == first_step + tgbs.len()` (no overflow);
 /// * `retained_bytes == sum(tgbs[i].object_size)` (no overflow);
 /// * every descriptor is valid (see [`validate_descriptor`]);
-/// * every producer id is valid and its `last_commit_version <= version`.
+/// * every producer id is valid and its `last_commit_version <= version`;
+/// * the rules of [`rules`](crate::rules) that concern one version, each
+///   reported as [`ManifestError::Rule`] with its name: `tgb-key`,
+///   `producer-entry`, `unique-tgb`, `sequence-order`, `epoch-order`,
+///   `source-offset`, `visible-order`, `producer-totals`, `one-committer`
+///   and `grid`.
+///
+/// Runs in O(tgbs + producers) time (expected: one hash lookup per
+/// descriptor) and allocates one map entry per producer, nothing per
+/// descriptor unless it reports an error.
 pub fn validate(m: &Manifest, limits: &DecodeLimits) -> Result<(), ManifestError> {
     let count = u64::try_from(m.tgbs.len()).unwrap_or(u64::MAX);
     check_count("tgbs", count, limits.max_tgbs)?;
@@ -34,22 +46,12 @@ pub fn validate(m: &Manifest, limits: &DecodeLimits) -> Result<(), ManifestError
         }
         None => return inconsistent("first_step + tgbs.len() overflows u64".to_owned()),
     }
-    let mut retained = 0u64;
-    for (index, d) in m.tgbs.iter().enumerate() {
-        validate_descriptor(index, d, m.version, limits)?;
-        retained =
-            retained
-                .checked_add(d.object_size)
-                .ok_or_else(|| ManifestError::Inconsistent {
-                    reason: "sum of object sizes overflows u64".to_owned(),
-                })?;
-    }
-    if retained != m.retained_bytes {
-        return inconsistent(format!(
-            "retained_bytes is {} but the object sizes sum to {retained}",
-            m.retained_bytes
-        ));
-    }
+    let grid = check_grid_fields(m, limits)?;
+
+    // One entry per producer: its state and what its retained TGBs showed so far.
+    let mut tracks: HashMap<&str, Track<'_>> = HashMap::with_capacity(m.producers.len());
+    let mut committers = 0usize;
+    let mut committer: Option<&str> = None;
     for (id, state) in &m.producers {
         validate_producer_id(id)?;
         if state.last_commit_version > m.version {
@@ -58,6 +60,327 @@ pub fn validate(m: &Manifest, limits: &DecodeLimits) -> Result<(), ManifestError
                 state.last_commit_version, m.version
             ));
         }
+        if state.last_commit_version == m.version {
+            committers = committers.saturating_add(1);
+            committer.get_or_insert(id.as_str());
+        }
+        tracks.insert(id.as_str(), Track { state, last: None });
+    }
+    // The committer, if there is exactly one (otherwise reported after the TGBs).
+    let committer = committer.filter(|_| committers == 1);
+
+    let mut retained = 0u64;
+    let mut prev_visible = 0u64;
+    for (index, d) in m.tgbs.iter().enumerate() {
+        validate_descriptor(index, d, m.version, limits)?;
+        retained =
+            retained
+                .checked_add(d.object_size)
+                .ok_or_else(|| ManifestError::Inconsistent {
+                    reason: "sum of object sizes overflows u64".to_owned(),
+                })?;
+        let step = m
+            .first_step
+            .saturating_add(u64::try_from(index).unwrap_or(u64::MAX));
+        check_descriptor_rules(m, step, d, grid, &mut tracks)?;
+        if d.visible_version == 0 {
+            return Err(rule(
+                rules::VISIBLE_ORDER,
+                format!("step {step}: visible_version is 0 (the first version is 1)"),
+            ));
+        }
+        if d.visible_version < prev_visible {
+            return Err(rule(
+                rules::VISIBLE_ORDER,
+                format!(
+                    "step {step}: visible_version {} is below the previous step's {prev_visible}",
+                    d.visible_version
+                ),
+            ));
+        }
+        prev_visible = d.visible_version;
+        if d.visible_version == m.version
+            && let Some(c) = committer
+            && c != d.producer_id
+        {
+            return Err(rule(
+                rules::ONE_COMMITTER,
+                format!(
+                    "step {step}: a TGB of producer {} became visible at version {}, \
+                     which producer {c} committed",
+                    d.producer_id, m.version
+                ),
+            ));
+        }
+    }
+    if retained != m.retained_bytes {
+        return inconsistent(format!(
+            "retained_bytes is {} but the object sizes sum to {retained}",
+            m.retained_bytes
+        ));
+    }
+
+    let mut committed = 0u64;
+    for (id, state) in &m.producers {
+        if let Some(last) = tracks.get(id.as_str()).and_then(|t| t.last) {
+            check_producer_end(id, state, &last)?;
+        }
+        if state.tgbs_committed != state.last_sequence {
+            return Err(rule(
+                rules::PRODUCER_TOTALS,
+                format!(
+                    "producer {id}: tgbs_committed is {} but last_sequence is {}",
+                    state.tgbs_committed, state.last_sequence
+                ),
+            ));
+        }
+        committed = committed.checked_add(state.tgbs_committed).ok_or_else(|| {
+            rule(
+                rules::PRODUCER_TOTALS,
+                "the producers' tgbs_committed overflow u64".to_owned(),
+            )
+        })?;
+    }
+    if committed != m.total_tgbs {
+        return Err(rule(
+            rules::PRODUCER_TOTALS,
+            format!(
+                "the producers' tgbs_committed sum to {committed} but total_tgbs is {}",
+                m.total_tgbs
+            ),
+        ));
+    }
+    if m.version >= 1 && committers != 1 {
+        return Err(rule(
+            rules::ONE_COMMITTER,
+            format!(
+                "{committers} producer entries have last_commit_version {} (exactly one committed it)",
+                m.version
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The stream's slice grid `(dp, cp)`: the manifest's `grid_dp`/`grid_cp`
+/// when set; for a version written before those fields existed (both 0),
+/// the grid of its first retained TGB; `None` if neither (no TGB committed
+/// yet, or an old version that retains none).
+///
+/// On a manifest that passed [`validate`], every retained TGB has this grid.
+pub fn stream_grid(m: &Manifest) -> Option<(u32, u32)> {
+    if m.grid_dp != 0 || m.grid_cp != 0 {
+        return Some((m.grid_dp, m.grid_cp));
+    }
+    m.tgbs.first().map(|d| (d.dp, d.cp))
+}
+
+/// Builds a [`ManifestError::Rule`].
+pub(crate) fn rule(rule: &'static str, reason: String) -> ManifestError {
+    ManifestError::Rule { rule, reason }
+}
+
+/// What the last retained TGB of a producer showed (in step order).
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    /// Sequence of the producer's first retained TGB.
+    first_sequence: u64,
+    sequence: u64,
+    epoch: u64,
+    source_offset: u64,
+    visible_version: u64,
+    step: u64,
+}
+
+/// One producer while validating: its entry and its last retained TGB so far.
+struct Track<'a> {
+    state: &'a ProducerState,
+    last: Option<Seen>,
+}
+
+/// Checks the grid fields and returns the stream's grid.
+fn check_grid_fields(
+    m: &Manifest,
+    limits: &DecodeLimits,
+) -> Result<Option<(u32, u32)>, ManifestError> {
+    let (dp, cp) = (m.grid_dp, m.grid_cp);
+    if (dp == 0) != (cp == 0) {
+        return Err(rule(
+            rules::GRID,
+            format!("grid_dp is {dp} and grid_cp is {cp}: both are 0 or neither is"),
+        ));
+    }
+    if dp != 0 {
+        check_count(
+            "grid cells",
+            u64::from(dp).saturating_mul(u64::from(cp)),
+            limits.max_grid,
+        )?;
+        if m.total_tgbs == 0 {
+            return Err(rule(
+                rules::GRID,
+                format!(
+                    "the grid is fixed to DP={dp} x CP={cp} but no TGB was committed \
+                     (the first TGB fixes it)"
+                ),
+            ));
+        }
+    }
+    Ok(stream_grid(m))
+}
+
+/// The per-descriptor rules that involve its producer: `tgb-key`, `grid`,
+/// `producer-entry`, `unique-tgb`, `sequence-order`, `epoch-order`,
+/// `source-offset`.
+fn check_descriptor_rules(
+    m: &Manifest,
+    step: u64,
+    d: &TgbDescriptor,
+    grid: Option<(u32, u32)>,
+    tracks: &mut HashMap<&str, Track<'_>>,
+) -> Result<(), ManifestError> {
+    let p = d.producer_id.as_str();
+    if parse_tgb_key(&d.key) != Some((p, d.epoch, d.sequence)) {
+        return Err(rule(
+            rules::TGB_KEY,
+            format!(
+                "step {step}: key {:?} is not {:?}, the key of producer {p} epoch {} sequence {}",
+                d.key,
+                tgb_key(p, d.epoch, d.sequence),
+                d.epoch,
+                d.sequence
+            ),
+        ));
+    }
+    if let Some((dp, cp)) = grid
+        && (d.dp, d.cp) != (dp, cp)
+    {
+        return Err(rule(
+            rules::GRID,
+            format!(
+                "step {step}: the TGB's grid is DP={} x CP={}, the stream's is DP={dp} x CP={cp}",
+                d.dp, d.cp
+            ),
+        ));
+    }
+    let Some(track) = tracks.get_mut(p) else {
+        return Err(rule(
+            rules::PRODUCER_ENTRY,
+            format!(
+                "step {step}: producer {p} has no entry in producers (version {})",
+                m.version
+            ),
+        ));
+    };
+    let first_sequence = match track.last {
+        None => {
+            if d.sequence == 0 {
+                return Err(rule(
+                    rules::SEQUENCE_ORDER,
+                    format!("step {step}: producer {p} sequence 0 (sequences start at 1)"),
+                ));
+            }
+            d.sequence
+        }
+        Some(last) => {
+            if (last.first_sequence..=last.sequence).contains(&d.sequence) {
+                return Err(rule(
+                    rules::UNIQUE_TGB,
+                    format!(
+                        "step {step}: producer {p} sequence {} is already retained at an \
+                         earlier step (its sequences {}..={} precede it, the last at step {})",
+                        d.sequence, last.first_sequence, last.sequence, last.step
+                    ),
+                ));
+            }
+            if last.sequence.checked_add(1) != Some(d.sequence) {
+                return Err(rule(
+                    rules::SEQUENCE_ORDER,
+                    format!(
+                        "step {step}: producer {p} sequence {} follows its sequences {}..={} \
+                         (the last at step {}); expected sequence {}",
+                        d.sequence,
+                        last.first_sequence,
+                        last.sequence,
+                        last.step,
+                        last.sequence.saturating_add(1)
+                    ),
+                ));
+            }
+            if d.epoch < last.epoch {
+                return Err(rule(
+                    rules::EPOCH_ORDER,
+                    format!(
+                        "step {step}: producer {p} sequence {} has epoch {}, below epoch {} of \
+                         sequence {}",
+                        d.sequence, d.epoch, last.epoch, last.sequence
+                    ),
+                ));
+            }
+            if d.source_offset < last.source_offset {
+                return Err(rule(
+                    rules::SOURCE_OFFSET,
+                    format!(
+                        "step {step}: producer {p} sequence {} has source_offset {}, below \
+                         {} of sequence {}",
+                        d.sequence, d.source_offset, last.source_offset, last.sequence
+                    ),
+                ));
+            }
+            last.first_sequence
+        }
+    };
+    if d.epoch > track.state.epoch {
+        return Err(rule(
+            rules::EPOCH_ORDER,
+            format!(
+                "step {step}: producer {p} sequence {} has epoch {}, after its entry's epoch {}",
+                d.sequence, d.epoch, track.state.epoch
+            ),
+        ));
+    }
+    track.last = Some(Seen {
+        first_sequence,
+        sequence: d.sequence,
+        epoch: d.epoch,
+        source_offset: d.source_offset,
+        visible_version: d.visible_version,
+        step,
+    });
+    Ok(())
+}
+
+/// The rules between a producer's entry and its last retained TGB.
+fn check_producer_end(id: &str, state: &ProducerState, last: &Seen) -> Result<(), ManifestError> {
+    if last.sequence != state.last_sequence {
+        return Err(rule(
+            rules::SEQUENCE_ORDER,
+            format!(
+                "producer {id}: its last retained TGB (step {}) has sequence {}, \
+                 its entry's last_sequence is {}",
+                last.step, last.sequence, state.last_sequence
+            ),
+        ));
+    }
+    if last.source_offset > state.source_offset {
+        return Err(rule(
+            rules::SOURCE_OFFSET,
+            format!(
+                "producer {id}: its last retained TGB (step {}) has source_offset {}, \
+                 after its entry's {}",
+                last.step, last.source_offset, state.source_offset
+            ),
+        ));
+    }
+    if last.visible_version > state.last_commit_version {
+        return Err(rule(
+            rules::VISIBLE_ORDER,
+            format!(
+                "producer {id}: its TGB at step {} became visible at version {}, \
+                 after its entry's last_commit_version {}",
+                last.step, last.visible_version, state.last_commit_version
+            ),
+        ));
     }
     Ok(())
 }

@@ -148,16 +148,8 @@ proptest! {
 }
 
 fn one_tgb_manifest() -> Manifest {
-    let mut t = common::tgb("p", 1, 1);
-    t.visible_version = 1;
-    Manifest {
-        version: 1,
-        first_step: 0,
-        total_tgbs: 1,
-        retained_bytes: t.object_size,
-        tgbs: vec![t],
-        ..Manifest::default()
-    }
+    batchweave_manifest::rebase(&Manifest::genesis(), &common::pending("p", 1, 1, 1..=1), 0)
+        .unwrap()
 }
 
 type Mutator = Box<dyn Fn(&mut Manifest)>;

@@ -38,7 +38,7 @@ fn expected_manifest() -> Manifest {
             key: "tgb/prep-1/0000000002-00000000000000000001.tgb".into(),
             object_size: 4096,
             dp: 2,
-            cp: 2,
+            cp: 1,
             footer_offset: 3900,
             footer_length: 180,
             footer_crc32: 0x9abc_def0,
@@ -86,6 +86,8 @@ fn expected_manifest() -> Manifest {
         committed_at_ms: 1_700_000_000_000,
         total_tgbs: 3,
         retained_bytes: 12_288,
+        grid_dp: 2,
+        grid_cp: 1,
     }
 }
 
@@ -137,8 +139,10 @@ fn golden_manifest() {
     assert_eq!(t.key, "tgb/prep-1/0000000002-00000000000000000001.tgb");
     assert_eq!(
         (t.dp, t.cp, t.footer_offset, t.footer_length),
-        (2, 2, 3900, 180)
+        (2, 1, 3900, 180)
     );
+    assert_eq!((m.grid_dp, m.grid_cp), (2, 1));
+    assert_eq!(batchweave_manifest::stream_grid(&m), Some((2, 1)));
     assert_eq!(t.footer_crc32, 0x9abc_def0);
     let p = &m.producers["prep-0"];
     assert_eq!(p.incarnation, 0x0123_4567_89ab_cdef);
