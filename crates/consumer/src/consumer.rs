@@ -13,7 +13,7 @@ use crate::poll::Tracker;
 use crate::read::{PlannedRead, Reader};
 use crate::stats::{Live, add};
 use crate::{BatchSource, ConsumerConfig, ConsumerError, ConsumerState, ConsumerStats};
-use batchweave_manifest::{GroupLayout, encode_group_layout, group_layout_key, position_name};
+use batchweave_manifest::{GroupLayout, encode_group_layout, group_layout_key, rank_mark_name};
 
 /// One consumer step for this rank.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,6 +123,8 @@ impl Consumer {
         let layout = GroupLayout {
             dp: config.dp,
             cp: config.cp,
+            tp: config.tp,
+            pp: config.pp,
             updated_at_ms: store.clock().unix_millis(),
         };
         let key =
@@ -432,7 +434,8 @@ impl Consumer {
     }
 
     /// Tells the consumer that a checkpoint holding `state` is durable: writes this
-    /// position's watermark `watermarks/<group>/d{d}-c{c}.wm` with the state's version and
+    /// rank's watermark `watermarks/<group>/d{d}-c{c}.wm` (with `-t{t}-p{p}` added when
+    /// TP x PP > 1) with the state's version and
     /// the lowest TGB step the state's next consumer step needs (GC keeps everything from
     /// there on).
     pub async fn checkpoint_committed(&self, state: &ConsumerState) -> Result<(), ConsumerError> {
@@ -451,7 +454,21 @@ impl Consumer {
             Some(grid) => self.lowest_tgb(grid, state.next_step)?,
             None => 0,
         };
-        let position = position_name(self.position.d, self.position.c);
+        // Each rank its own mark: the TP/PP ranks of a position checkpoint independently
+        // (one may restore an older checkpoint), and GC takes the minimum.
+        let [t, _, _, p] = self
+            .config
+            .mesh()
+            .coords(self.config.rank)
+            .map_err(|e| ConsumerError::config(format!("rank {}: {e}", self.config.rank)))?;
+        let position = rank_mark_name(
+            self.position.d,
+            self.position.c,
+            t,
+            p,
+            self.config.tp,
+            self.config.pp,
+        );
         let key = watermark_key(&self.config.group, &position)
             .map_err(|e| ConsumerError::config(format!("watermark key: {e}")))?;
         let wm = Watermark {

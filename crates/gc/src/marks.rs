@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use batchweave_manifest::{
     DecodeLimits, WATERMARK_DIR, decode_group_layout, decode_watermark, group_layout_key,
-    parse_watermark_key, position_name, watermark_key,
+    layout_mark_names, parse_watermark_key, watermark_key,
 };
 use batchweave_store::StreamStore;
 
@@ -89,9 +89,7 @@ pub(crate) async fn low_water(
             let key = group_layout_key(&group)?;
             if let Some(b) = store.get_opt(&key, SMALL_OBJECT_LIMIT).await? {
                 let l = decode_group_layout(&b, limits)?;
-                names = (0..l.dp)
-                    .flat_map(|d| (0..l.cp).map(move |c| position_name(d, c)))
-                    .collect();
+                names = layout_mark_names(l.dp, l.cp, l.tp, l.pp);
             }
         }
         names.sort();

@@ -64,6 +64,7 @@ async fn set_layout(store: &StreamStore, group: &str, dp: u32, cp: u32) {
         dp,
         cp,
         updated_at_ms: 0,
+        ..Default::default()
     };
     store
         .put(&group_layout_key(group).unwrap(), encode_group_layout(&l))

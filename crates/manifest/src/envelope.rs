@@ -105,9 +105,24 @@ impl Enveloped for GroupLayout {
                 ),
             });
         }
+        // One watermark per rank: bounded, since GC enumerates them.
+        let ranks = grid
+            .saturating_mul(u64::from(self.tp.max(1)))
+            .saturating_mul(u64::from(self.pp.max(1)));
+        if ranks > MAX_LAYOUT_RANKS {
+            return Err(ManifestError::Inconsistent {
+                reason: format!(
+                    "group layout {}x{}x{}x{} has {ranks} ranks, above the limit of {MAX_LAYOUT_RANKS}",
+                    self.dp, self.cp, self.tp, self.pp
+                ),
+            });
+        }
         Ok(())
     }
 }
+
+/// Largest number of ranks (`dp * cp * tp * pp`) a group layout may describe.
+pub const MAX_LAYOUT_RANKS: u64 = 1 << 20;
 
 impl Enveloped for Watermark {
     const MAGIC: [u8; 4] = WATERMARK_MAGIC;
@@ -465,6 +480,7 @@ mod tests {
             dp: 8,
             cp: 2,
             updated_at_ms: 5,
+            ..Default::default()
         };
         let limits = DecodeLimits::default();
         assert_eq!(
@@ -476,11 +492,13 @@ mod tests {
                 dp: 0,
                 cp: 1,
                 updated_at_ms: 0,
+                ..Default::default()
             },
             GroupLayout {
                 dp: 1 << 20,
                 cp: 1 << 10,
                 updated_at_ms: 0,
+                ..Default::default()
             },
         ] {
             assert!(

@@ -115,6 +115,34 @@ pub fn position_name(d: u32, c: u32) -> String {
     format!("d{d}-c{c}")
 }
 
+/// The watermark name of one rank: `d{d}-c{c}` when its group has one rank per
+/// position (`tp * pp == 1`), else `d{d}-c{c}-t{t}-p{p}`, so that the TP and PP ranks
+/// of a position, which checkpoint independently, never overwrite each other's mark.
+pub fn rank_mark_name(d: u32, c: u32, t: u32, p: u32, tp: u32, pp: u32) -> String {
+    if tp.max(1).saturating_mul(pp.max(1)) <= 1 {
+        position_name(d, c)
+    } else {
+        format!("d{d}-c{c}-t{t}-p{p}")
+    }
+}
+
+/// Every watermark name of a group layout `dp x cp x tp x pp` (0 read as 1 for the
+/// last two), in the order of [`rank_mark_name`]'s arguments.
+pub fn layout_mark_names(dp: u32, cp: u32, tp: u32, pp: u32) -> Vec<String> {
+    let (tp, pp) = (tp.max(1), pp.max(1));
+    let mut out = Vec::new();
+    for d in 0..dp {
+        for c in 0..cp {
+            for t in 0..tp {
+                for p in 0..pp {
+                    out.push(rank_mark_name(d, c, t, p, tp, pp));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The exact inverse of [`watermark_key`]: `Some((group, position))` for a key
 /// it could have produced, `None` otherwise.
 pub fn parse_watermark_key(key: &str) -> Option<(&str, &str)> {

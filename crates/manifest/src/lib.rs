@@ -84,16 +84,17 @@ mod pb {
 
 pub use envelope::{
     DecodeLimits, FORMAT_VERSION, GC_BOUNDARY_MAGIC, GROUP_LAYOUT_MAGIC, HEADER_LEN,
-    MANIFEST_MAGIC, WATERMARK_MAGIC, decode_gc_boundary, decode_group_layout, decode_manifest,
-    decode_watermark, encode_gc_boundary, encode_group_layout, encode_manifest, encode_watermark,
-    try_encode_manifest,
+    MANIFEST_MAGIC, MAX_LAYOUT_RANKS, WATERMARK_MAGIC, decode_gc_boundary, decode_group_layout,
+    decode_manifest, decode_watermark, encode_gc_boundary, encode_group_layout, encode_manifest,
+    encode_watermark, try_encode_manifest,
 };
 pub use error::{ManifestError, RebaseError};
 pub use extends::check_extends;
 pub use keys::{
     GC_BOUNDARY_KEY, MANIFEST_DIR, MAX_ID_LEN, MAX_KEY_BYTES, TGB_DIR, WATERMARK_DIR,
-    group_layout_key, manifest_key, parse_manifest_key, parse_tgb_key, parse_watermark_key,
-    position_name, tgb_key, validate_key, validate_producer_id, watermark_key,
+    group_layout_key, layout_mark_names, manifest_key, parse_manifest_key, parse_tgb_key,
+    parse_watermark_key, position_name, rank_mark_name, tgb_key, validate_key,
+    validate_producer_id, watermark_key,
 };
 pub use pb::{GcBoundary, GroupLayout, Manifest, ProducerState, TgbDescriptor, Watermark};
 pub use rebase::{CommitStatus, Pending, commit_status, find_step, last_step, rebase, step_of};

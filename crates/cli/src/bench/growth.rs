@@ -151,6 +151,7 @@ async fn arm(env: &Env, v: u64, trim: bool, window: Duration) -> anyhow::Result<
                     dp: 1,
                     cp: 1,
                     updated_at_ms: 0,
+                    ..Default::default()
                 }),
             )
             .await?;

@@ -1,0 +1,75 @@
+//! The TP and PP ranks of one consumer position read the same slice but checkpoint
+//! independently (a rank may restore an older checkpoint than its peers): each writes
+//! its own watermark and GC holds the position at the minimum. With one shared key the
+//! last writer would win and GC could delete what a peer's checkpoint still needs.
+
+use std::time::Duration;
+
+use batchweave_consumer::{Consumer, ConsumerConfig};
+use batchweave_gc::{GcSettings, Reclaimer};
+use batchweave_producer::{Producer, ProducerSettings};
+use batchweave_store::testing::all_targets;
+use bytes::Bytes;
+
+/// Rank `rank` of a DP=1 x CP=1 x TP=2 group.
+fn tp_rank(rank: u32) -> ConsumerConfig {
+    ConsumerConfig {
+        poll_min: Duration::from_millis(1),
+        poll_max: Duration::from_millis(5),
+        ..ConsumerConfig::new(rank, 2, [1, 1, 2, 1], "train")
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tp_ranks_sharing_a_position_each_hold_the_low_water_mark() {
+    for t in all_targets() {
+        let store = t.open_fresh("tp-marks").await.unwrap();
+        let mut p = Producer::builder(store.clone(), "p")
+            .settings(ProducerSettings {
+                policy: "naive".parse().unwrap(),
+                seed: Some(1),
+                ..Default::default()
+            })
+            .open()
+            .await
+            .unwrap();
+        for off in 1..=12u64 {
+            p.append(1, 1, vec![Bytes::from(format!("tgb {off}"))], off)
+                .await
+                .unwrap();
+        }
+        p.close().await.unwrap();
+
+        let mut fast = Consumer::open(store.clone(), tp_rank(0)).await.unwrap();
+        let mut slow = Consumer::open(store.clone(), tp_rank(1)).await.unwrap();
+        for _ in 0..4 {
+            slow.next().await.unwrap();
+        }
+        for _ in 0..10 {
+            fast.next().await.unwrap();
+        }
+        // The slow rank's checkpoint (step 4) lands first, the fast one's (step 10) last:
+        // with one key per position the fast rank's mark would replace the slow one's.
+        let slow_state = slow.state();
+        slow.checkpoint_committed(&slow_state).await.unwrap();
+        fast.checkpoint_committed(&fast.state()).await.unwrap();
+        let gc = Reclaimer::new(store.clone(), GcSettings::default());
+        let r = gc.run_once().await.unwrap();
+        assert_eq!(r.boundary.low_water_step, 4, "{}: {r:?}", t.name);
+        let g = gc.low_water().await.unwrap();
+        assert_eq!(
+            g.groups[0].positions.len(),
+            2,
+            "{}: one mark per rank",
+            t.name
+        );
+        // The slow rank restores its checkpoint and reads step 4 onwards.
+        drop(slow);
+        let mut again = Consumer::restore(store.clone(), tp_rank(1), &slow_state)
+            .await
+            .unwrap();
+        let b = again.next().await.unwrap();
+        assert_eq!(b.step, 4, "{}", t.name);
+        assert_eq!(&b.data[0][..], b"tgb 5", "{}", t.name);
+    }
+}
