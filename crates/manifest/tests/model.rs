@@ -7,8 +7,8 @@ mod common;
 use std::collections::BTreeMap;
 
 use batchweave_manifest::{
-    CommitStatus, DecodeLimits, Manifest, Pending, RebaseError, TgbDescriptor, commit_status,
-    rebase, validate,
+    CommitStatus, DecodeLimits, Manifest, Pending, RebaseError, TgbDescriptor, check_extends,
+    commit_status, rebase, validate,
 };
 use common::tgb;
 use proptest::prelude::*;
@@ -157,6 +157,7 @@ fn run(n: usize, queues: &[u64], ops: &[Op], trimming: bool) -> Result<(), TestC
     for v in 1..log.len() {
         let (prev, cur) = (&log[v - 1], &log[v]);
         validate(cur, &limits).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        check_extends(prev, cur).map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(cur.version, v as u64);
         prop_assert!(cur.first_step >= prev.first_step);
         if !trimming {
