@@ -497,6 +497,7 @@ impl Committer {
             }
             let msg = match wait {
                 Some(d) => tokio::select! {
+                    biased;
                     m = rx.recv() => m.map(Some),
                     () = clock.sleep(d) => Some(None),
                 },

@@ -20,6 +20,10 @@ use crate::{SimConfig, SimFailure, SimReport};
 /// Builds its own current-thread tokio runtime with paused time, so runs
 /// are isolated from each other and from the caller, and a seed replays bit
 /// for bit: equal seeds (and configs) give equal [`SimReport::digest`]s.
+/// Every `tokio::select!` on the simulated paths is `biased;`, so when two
+/// branches are ready in one poll the first wins rather than one picked by
+/// tokio's unseeded thread-local RNG (the runtime's own `rng_seed` needs
+/// `tokio_unstable`).
 pub fn run(seed: u64, cfg: &SimConfig) -> Result<SimReport, SimFailure> {
     cfg.validate()
         .map_err(|detail| SimFailure::Setup { seed, detail })?;
