@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex};
 
 use batchweave_chain::{Chain, Follower};
-use batchweave_manifest::{TgbDescriptor, tgb_key, validate_producer_id};
+use batchweave_manifest::{TgbDescriptor, stream_grid, tgb_key, validate_producer_id};
 use batchweave_store::StreamStore;
 use batchweave_tgb::{EncodedTgb, encode_tgb};
 use bytes::Bytes;
@@ -75,6 +75,9 @@ pub struct Producer {
     fail: FailPoints,
     next_sequence: u64,
     committed_offset: u64,
+    /// The stream's slice grid `(dp, cp)`, once known (from the base at open or the
+    /// first append): a TGB of another grid is refused before it is uploaded.
+    grid: Option<(u32, u32)>,
     tx: Option<mpsc::UnboundedSender<Msg>>,
     task: Option<JoinHandle<()>>,
     shared: Arc<Shared>,
@@ -149,6 +152,7 @@ impl Producer {
         committer.claim().await?;
         // The claim may have moved to a newer epoch (a stale first view).
         let me = committer.me.clone();
+        let grid = stream_grid(committer.follower.current());
         let entry = committer
             .follower
             .current()
@@ -170,6 +174,7 @@ impl Producer {
             fail: b.fail,
             next_sequence: entry.last_sequence + 1,
             committed_offset: entry.source_offset,
+            grid,
             tx: Some(tx),
             task: Some(task),
             shared,
@@ -232,6 +237,19 @@ impl Producer {
         source_offset: u64,
     ) -> Result<AppendReceipt, ProducerError> {
         self.check_alive()?;
+        let grid = (enc.dp, enc.cp);
+        match self.grid {
+            Some(stream) if stream != grid => {
+                return Err(ProducerError::Invalid(format!(
+                    "the stream's grid is DP={} x CP={}, this TGB's is DP={} x CP={}: every TGB \
+                     of a stream has one grid (fixed by its first commit); fix the producer's \
+                     dp/cp or write to another stream",
+                    stream.0, stream.1, grid.0, grid.1
+                )));
+            }
+            Some(_) => {}
+            None => self.grid = Some(grid),
+        }
         let permit = self.permits.acquire().await.map_err(|_| {
             self.shared.fatal().map_or(
                 ProducerError::Invalid("producer closed".into()),
