@@ -183,6 +183,8 @@ fn build_manifest(input: &mut Input<'_>) -> Manifest {
         committed_at_ms: input.u64(),
         total_tgbs,
         retained_bytes,
+        grid_dp: input.u32() % 4,
+        grid_cp: input.u32() % 4,
     }
 }
 
