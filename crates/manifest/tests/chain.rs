@@ -203,6 +203,12 @@ proptest! {
                 check_extends(m, m).unwrap_err().rule(),
                 Some(rules::EXTENDS)
             );
+            // Genesis keeps nothing, so every valid version extends it (from
+            // version 2 on; version 1 must also be a single commit).
+            if m.version >= 2 {
+                check_extends(&Manifest::genesis(), m)
+                    .map_err(|e| fail(format!("genesis -> {}: {e}", m.version)))?;
+            }
         }
     }
 
