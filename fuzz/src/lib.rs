@@ -3,7 +3,8 @@
 //! Each function takes the raw fuzz input, feeds it to the decoders and the math of
 //! `batchweave-manifest` and `batchweave-tgb`, and panics only when an invariant is
 //! broken (a decoder panicking, a roundtrip that does not give the value back, a remap
-//! read outside the TGB grid, a rebase result that does not validate). The libFuzzer
+//! read outside the TGB grid, a rebase result that does not validate, an extension check
+//! that accepts two versions in both orders). The libFuzzer
 //! binaries in `fuzz_targets/` are one-line wrappers; the workspace test
 //! `benches/tests/fuzz_corpus.rs` includes this file with `#[path]` and replays the
 //! checked-in corpus through the same functions, so every module here refers to its
@@ -19,15 +20,18 @@
 //! | `tgb_footer`        | a TGB object; also `check header ++ footer`   |
 //! | `mesh_remap`        | mesh, rank, grids, step, drawn from the bytes |
 //! | `rebase`            | base manifest (envelope or fields) + pending  |
+//! | `extend_pair`       | two manifest envelopes back to back           |
 
 #![forbid(unsafe_code)]
 
+mod extend;
 mod footer;
 mod input;
 mod manifest;
 mod mesh;
 mod rebase;
 
+pub use extend::extend_pair;
 pub use footer::tgb_footer;
 pub use manifest::manifest_envelope;
 pub use mesh::mesh_remap;
@@ -37,9 +41,10 @@ pub use rebase::rebase;
 pub type Target = fn(&[u8]) -> bool;
 
 /// Every target by name, for corpus replay.
-pub const TARGETS: [(&str, Target); 4] = [
+pub const TARGETS: [(&str, Target); 5] = [
     ("manifest_envelope", manifest_envelope),
     ("tgb_footer", tgb_footer),
     ("mesh_remap", mesh_remap),
     ("rebase", rebase),
+    ("extend_pair", extend_pair),
 ];

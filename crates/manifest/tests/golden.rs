@@ -5,10 +5,12 @@
 
 use std::path::PathBuf;
 
+mod common;
+
 use batchweave_manifest::{
-    DecodeLimits, GcBoundary, Manifest, ProducerState, TgbDescriptor, Watermark,
-    decode_gc_boundary, decode_manifest, decode_watermark, encode_gc_boundary, encode_manifest,
-    encode_watermark,
+    DecodeLimits, GcBoundary, HEADER_LEN, Manifest, Pending, ProducerState, TgbDescriptor,
+    Watermark, check_extends, decode_gc_boundary, decode_manifest, decode_watermark,
+    encode_gc_boundary, encode_manifest, encode_watermark, rebase, tgb_key,
 };
 
 fn dir() -> PathBuf {
@@ -190,5 +192,144 @@ fn docs_hex_dumps_match_golden_files() {
             .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
             .collect();
         assert_eq!(bytes, std::fs::read(dir().join(file)).unwrap(), "{file}");
+    }
+}
+
+fn fuzz_corpus() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus")
+}
+
+/// The fuzz corpora keep copies of the golden objects; they must be the
+/// current ones (`BATCHWEAVE_BLESS=1` rewrites them).
+#[test]
+fn fuzz_corpora_hold_the_golden_objects() {
+    // Encoded here rather than read from tests/golden, which the other tests
+    // may be rewriting concurrently under BATCHWEAVE_BLESS.
+    let objects = [
+        ("v1.manifest", encode_manifest(&expected_manifest())),
+        ("v1.gcboundary", encode_gc_boundary(&expected_gc())),
+        ("v1.watermark", encode_watermark(&expected_watermark())),
+    ];
+    for entry in std::fs::read_dir(fuzz_corpus()).unwrap() {
+        let target = entry.unwrap().path();
+        for (name, golden) in &objects {
+            let copy = target.join(name);
+            if !copy.exists() {
+                continue;
+            }
+            if std::env::var_os("BATCHWEAVE_BLESS").is_some() {
+                std::fs::write(&copy, golden).unwrap();
+            }
+            assert_eq!(
+                std::fs::read(&copy).unwrap(),
+                golden.as_ref(),
+                "{} is not the golden {name}",
+                copy.display()
+            );
+        }
+    }
+}
+
+/// The golden manifest's next version: prep-0 commits its sequence 3.
+fn golden_successor() -> Manifest {
+    let prev = expected_manifest();
+    let tgb = TgbDescriptor {
+        key: tgb_key("prep-0", 1, 3),
+        object_size: 2048,
+        dp: 2,
+        cp: 1,
+        footer_offset: 1900,
+        footer_length: 140,
+        footer_crc32: 0x0bad_cafe,
+        producer_id: "prep-0".into(),
+        epoch: 1,
+        sequence: 3,
+        visible_version: 0,
+        payload_bytes: 1800,
+        source_offset: 300,
+    };
+    let pending = Pending {
+        producer_id: "prep-0".into(),
+        epoch: 1,
+        incarnation: 0x0123_4567_89ab_cdef,
+        tgbs: vec![tgb],
+        source_offset: 300,
+        now_ms: 1_700_000_001_000,
+    };
+    rebase(&prev, &pending, 2).unwrap()
+}
+
+/// Seeds of the `extend_pair` fuzz target: two envelopes back to back, and
+/// whether the second extends the first.
+fn extend_pair_seeds() -> Vec<(&'static str, Manifest, Manifest, bool)> {
+    use common::{empty, pending};
+    let g = Manifest::genesis();
+    let v1 = rebase(&g, &pending("a", 1, 7, 1..=2), 0).unwrap();
+    let v2 = rebase(&v1, &pending("b", 1, 8, 1..=1), 0).unwrap();
+    let v3 = rebase(&v2, &pending("a", 2, 9, 3..=3), 1).unwrap();
+    let v4 = rebase(&v3, &empty("b", 1, 8, 10), 3).unwrap();
+    let mut forged = v3.clone();
+    forged.tgbs[0].footer_crc32 ^= 0xff;
+    // a's sequence 2 appended again after every copy was trimmed, b's
+    // counters absorbing the total: valid on its own, not an extension.
+    let mut reappended = v2.clone();
+    reappended.version = 3;
+    let mut again = v2.tgbs[1].clone();
+    again.visible_version = 3;
+    reappended.tgbs = vec![again];
+    reappended.first_step = 3;
+    reappended.total_tgbs = 4;
+    reappended.retained_bytes = reappended.tgbs[0].object_size;
+    reappended
+        .producers
+        .get_mut("a")
+        .unwrap()
+        .last_commit_version = 3;
+    let b = reappended.producers.get_mut("b").unwrap();
+    (b.last_sequence, b.tgbs_committed) = (2, 2);
+    vec![
+        ("seed-consecutive", v1.clone(), v2.clone(), true),
+        ("seed-claim-and-trim", v2.clone(), v3.clone(), true),
+        ("seed-jump", v1, v4, true),
+        (
+            "seed-golden-successor",
+            expected_manifest(),
+            golden_successor(),
+            true,
+        ),
+        ("seed-changed-step", v2.clone(), forged, false),
+        ("seed-reappend-after-trim", v2, reappended, false),
+    ]
+}
+
+/// `fuzz/corpus/extend_pair/seed-*` are these pairs (`BATCHWEAVE_BLESS=1`
+/// rewrites them); both halves decode, and the target's verdict is known.
+#[test]
+fn extend_pair_seeds_are_current() {
+    let dir = fuzz_corpus().join("extend_pair");
+    for (name, prev, next, extends) in extend_pair_seeds() {
+        let mut bytes = encode_manifest(&prev).to_vec();
+        bytes.extend_from_slice(&encode_manifest(&next));
+        let path = dir.join(name);
+        if std::env::var_os("BATCHWEAVE_BLESS").is_some() {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&path, &bytes).unwrap();
+        }
+        assert_eq!(
+            std::fs::read(&path).unwrap_or_default(),
+            bytes,
+            "{name} changed"
+        );
+        // The target's split: the first envelope by its length field.
+        let len = u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize;
+        let (first, second) = bytes.split_at(HEADER_LEN + len);
+        let decode = |half| {
+            decode_manifest(half, &DecodeLimits::default())
+                .unwrap_or_else(|e| panic!("{name}: {e}"))
+        };
+        let (first, second) = (decode(first), decode(second));
+        assert_eq!((&first, &second), (&prev, &next));
+        assert_eq!(check_extends(&first, &second).is_ok(), extends, "{name}");
+        assert!(check_extends(&second, &first).is_err(), "{name}");
     }
 }
