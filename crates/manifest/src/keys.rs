@@ -79,6 +79,20 @@ pub fn parse_tgb_key(key: &str) -> Option<(&str, u64, u64)> {
     ))
 }
 
+/// Whether `key` is exactly `tgb_key(producer_id, epoch, sequence)`, for a
+/// `producer_id` already known to be valid: [`parse_tgb_key`] without
+/// re-checking the id, for the per-descriptor check of every manifest read.
+pub(crate) fn is_tgb_key_of(key: &str, producer_id: &str, epoch: u64, sequence: u64) -> bool {
+    key.strip_prefix(TGB_DIR)
+        .and_then(|rest| rest.strip_prefix(producer_id))
+        .and_then(|rest| rest.strip_prefix('/'))
+        .and_then(|rest| rest.strip_suffix(TGB_SUFFIX))
+        .and_then(|name| name.split_once('-'))
+        .is_some_and(|(e, s)| {
+            padded(e, EPOCH_DIGITS) == Some(epoch) && padded(s, SEQUENCE_DIGITS) == Some(sequence)
+        })
+}
+
 /// Parses `digits` if it is exactly how `format!("{n:0width$}")` prints its
 /// value: `width` digits, or more without a leading zero.
 fn padded(digits: &str, width: usize) -> Option<u64> {
@@ -277,6 +291,14 @@ mod tests {
             let k = tgb_key(id, epoch, seq);
             assert_eq!(parse_tgb_key(&k), Some((id, epoch, seq)), "{k}");
         }
+        for (id, epoch, seq) in [("p", 1, 2), ("p-1", 12_345_678_901, 0)] {
+            let k = tgb_key(id, epoch, seq);
+            assert!(is_tgb_key_of(&k, id, epoch, seq));
+            assert!(!is_tgb_key_of(&k, id, epoch + 1, seq));
+            assert!(!is_tgb_key_of(&k, id, epoch, seq + 1));
+            assert!(!is_tgb_key_of(&k, "q", epoch, seq));
+            assert!(!is_tgb_key_of(&k, "p-", epoch, seq));
+        }
         for k in [
             "tgb/p/0000000001-00000000000000000002",
             "tgb/p/0000000001-00000000000000000002.tgb.tgb",
@@ -296,6 +318,7 @@ mod tests {
             "",
         ] {
             assert_eq!(parse_tgb_key(k), None, "{k}");
+            assert!(!is_tgb_key_of(k, "p", 1, 2), "{k}");
         }
     }
 

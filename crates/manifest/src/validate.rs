@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use crate::envelope::{DecodeLimits, check_count};
 use crate::error::ManifestError;
-use crate::keys::{parse_tgb_key, tgb_key, validate_key, validate_producer_id};
+use crate::keys::{is_tgb_key_of, tgb_key, validate_key, validate_producer_id};
 use crate::pb::{Manifest, ProducerState, TgbDescriptor};
 use crate::rules;
 
@@ -240,7 +240,8 @@ fn check_descriptor_rules(
     tracks: &mut HashMap<&str, Track<'_>>,
 ) -> Result<(), ManifestError> {
     let p = d.producer_id.as_str();
-    if parse_tgb_key(&d.key) != Some((p, d.epoch, d.sequence)) {
+    // `validate_descriptor` checked the id already.
+    if !is_tgb_key_of(&d.key, p, d.epoch, d.sequence) {
         return Err(rule(
             rules::TGB_KEY,
             format!(
