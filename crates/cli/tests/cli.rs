@@ -285,7 +285,9 @@ fn scenario_flow(t: &Target) {
     let info = t.inspect();
     assert_eq!(info["gc_boundary"]["low_water_step"], 10);
     assert_eq!(info["low_water"]["step"], 10);
-    assert_eq!(info["groups"][0]["positions"].as_array().unwrap().len(), 2);
+    // DP=2 x TP=2: one watermark per rank (the TP ranks of a position checkpoint
+    // independently), so four marks.
+    assert_eq!(info["groups"][0]["positions"].as_array().unwrap().len(), 4);
 
     assert_eq!(
         run_ranks(24),

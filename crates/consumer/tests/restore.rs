@@ -70,7 +70,8 @@ async fn checkpoint_committed_writes_the_watermark_and_the_layout() {
     let sim = Sim::new(store.clone(), 2, 1);
     sim.produce("p", 1, 8, 4).await;
     // DP=1 on a D=2 stream: consumer step k reads TGB k/2, so TGB steps differ from
-    // consumer steps. Rank 0 of DP=1 x CP=1 x TP=2 is position d0-c0.
+    // consumer steps. Rank 1 of DP=1 x CP=1 x TP=2 is position d0-c0, TP rank 1: its
+    // own mark d0-c0-t1-p0 (the TP ranks of a position checkpoint independently).
     let mut c = Consumer::open(store.clone(), config(1, [1, 1, 2, 1], "g1"))
         .await
         .unwrap();
@@ -83,7 +84,7 @@ async fn checkpoint_committed_writes_the_watermark_and_the_layout() {
     let state = c.state();
     assert_eq!(state.next_step, 7);
     c.checkpoint_committed(&state).await.unwrap();
-    let key = watermark_key("g1", "d0-c0").unwrap();
+    let key = watermark_key("g1", "d0-c0-t1-p0").unwrap();
     let wm = decode_watermark(
         &store.get(&key, 1024).await.unwrap(),
         &DecodeLimits::default(),

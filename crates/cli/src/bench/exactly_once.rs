@@ -54,8 +54,10 @@ fn seeded_map(prefix: char) -> BTreeMap<String, ProducerState> {
                 incarnation: INCARNATION,
                 source_offset: if own { 0 } else { 1_000_000 + i as u64 },
                 last_sequence: if own { 0 } else { 1_000 + i as u64 },
-                last_commit_version: 1,
-                tgbs_committed: if own { 0 } else { 1_000 },
+                // A valid history: every entry's TGBs committed (and since trimmed),
+                // the stream's one committer of version 1 being its own entry.
+                last_commit_version: u64::from(own),
+                tgbs_committed: if own { 0 } else { 1_000 + i as u64 },
                 last_commit_ms: 1_750_000_000_000,
             };
             (id, st)
@@ -65,13 +67,18 @@ fn seeded_map(prefix: char) -> BTreeMap<String, ProducerState> {
 
 async fn new_arm(env: &Env, kind: Kind) -> anyhow::Result<(Arm, super::env::Fresh)> {
     let fresh = env.fresh("exactly-once").await?;
+    let producers = match kind {
+        Kind::State => seeded_map('p'),
+        Kind::Dummy => seeded_map('d'),
+        Kind::None => BTreeMap::new(),
+    };
+    // Every TGB of the seeded history is committed and trimmed.
+    let total: u64 = producers.values().map(|e| e.tgbs_committed).sum();
     let base = Manifest {
         version: 1,
-        producers: match kind {
-            Kind::State => seeded_map('p'),
-            Kind::Dummy => seeded_map('d'),
-            Kind::None => BTreeMap::new(),
-        },
+        first_step: total,
+        total_tgbs: total,
+        producers,
         ..Default::default()
     };
     let bytes = try_encode_manifest(&base, &Default::default())?;
@@ -300,15 +307,27 @@ mod tests {
 
     #[test]
     fn dummy_map_is_the_same_size_as_the_state_map() {
-        let a = Manifest {
-            version: 1,
-            producers: seeded_map('p'),
-            ..Default::default()
+        let a = {
+            let producers = seeded_map('p');
+            let total = producers.values().map(|e| e.tgbs_committed).sum();
+            Manifest {
+                version: 1,
+                first_step: total,
+                total_tgbs: total,
+                producers,
+                ..Default::default()
+            }
         };
-        let b = Manifest {
-            version: 1,
-            producers: seeded_map('d'),
-            ..Default::default()
+        let b = {
+            let producers = seeded_map('d');
+            let total = producers.values().map(|e| e.tgbs_committed).sum();
+            Manifest {
+                version: 1,
+                first_step: total,
+                total_tgbs: total,
+                producers,
+                ..Default::default()
+            }
         };
         let ea = try_encode_manifest(&a, &Default::default()).unwrap();
         let eb = try_encode_manifest(&b, &Default::default()).unwrap();
