@@ -3,7 +3,9 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use batchweave_manifest::{Manifest, Watermark, encode_watermark, find_step, watermark_key};
+use batchweave_manifest::{
+    Manifest, Watermark, encode_watermark, find_step, stream_grid, watermark_key,
+};
 use batchweave_store::StreamStore;
 use batchweave_tgb::{Grid, Position, convert_step, plan, tgbs_needed_through};
 use bytes::Bytes;
@@ -63,9 +65,9 @@ impl std::fmt::Debug for Consumer {
     }
 }
 
-/// The stream's grid as the first retained descriptor of `m` records it.
+/// The stream's grid as `m` records it (also when `m` retains no TGB).
 fn grid_of(m: &Manifest) -> Option<Grid> {
-    m.tgbs.first().map(|d| Grid::new(d.dp, d.cp))
+    stream_grid(m).map(|(dp, cp)| Grid::new(dp, cp))
 }
 
 fn remap_err(what: String) -> impl FnOnce(batchweave_tgb::TgbError) -> ConsumerError {

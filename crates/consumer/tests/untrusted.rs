@@ -241,3 +241,43 @@ async fn a_version_that_changes_a_delivered_step_is_refused() {
         assert_eq!(c.state().next_step, 3, "{}", t.name);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_from_a_version_without_tgbs_says_data_reclaimed() {
+    for (t, store) in fresh_stores("empty-restore").await {
+        let sim = Sim::new(store.clone(), 1, 1);
+        sim.commit("p", vec![]).await; // v1: an epoch claim, no TGB (no grid known yet)
+        sim.produce("p", 1, 4, 1).await; // v2..v5: steps 0..3
+        // GC: the mark passed step 3; the TGB objects below it are deleted before any
+        // producer trimmed them from a version.
+        Chain::new(store.clone(), DecodeLimits::default())
+            .advance_boundary(GcBoundary {
+                min_live_version: 1,
+                low_water_step: 3,
+                updated_at_ms: 0,
+            })
+            .await
+            .unwrap();
+        let head = sim.head().await;
+        for d in &head.tgbs[..3] {
+            store.delete(&d.key).await.unwrap();
+        }
+        let mut c = Consumer::restore(store.clone(), config(0, [1, 1, 1, 1], "g"), &cursor(1, 1))
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", t.name));
+        let err = c.next().await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConsumerError::DataReclaimed {
+                    step: 1,
+                    tgb_step: 1,
+                    first_step: 3,
+                    ..
+                }
+            ),
+            "{}: {err}",
+            t.name
+        );
+    }
+}
