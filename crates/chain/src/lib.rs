@@ -176,9 +176,10 @@ impl Chain {
     }
 
     /// The newest version at or after `from` (0 or 1: from the start), if any: the
-    /// newest one a listing shows, then confirmed by probing the following version
-    /// numbers (each must extend the one before), so that a stale listing never yields
-    /// an older version than the newest. Callers pass `from >= min_live_version`:
+    /// newest one a listing shows (or version `from` itself when the listing shows
+    /// none), then confirmed by probing the following version numbers (each must extend
+    /// the one before), so that a stale listing never yields an older version than the
+    /// newest. Callers pass `from >= min_live_version`:
     /// versions below the boundary are never listed here.
     pub async fn newest_from(&self, from: u64) -> Result<Option<Manifest>, ChainError> {
         let mut found = None;
@@ -199,6 +200,9 @@ impl Chain {
                 .filter(|v| *v >= from)
                 .max()
             else {
+                // Nothing listed: an empty stream, or a stale listing. One GET of
+                // `from` tells them apart; the probe below then finds the newest.
+                found = self.read_version(from.max(1)).await?;
                 break;
             };
             if let Some(m) = self.read_version(max).await? {

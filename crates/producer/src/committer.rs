@@ -131,7 +131,8 @@ impl Committer {
 
     /// Commits a version with no TGBs that records this incarnation's epoch
     /// (the claim that fences older incarnations). Retries until it lands.
-    pub(crate) async fn claim(&mut self) -> Result<(), ProducerError> {
+    /// `opened_ms` is the wall-clock time at which the open began.
+    pub(crate) async fn claim(&mut self, opened_ms: u64) -> Result<(), ProducerError> {
         let mut bumps = 0;
         let mut conflicts: u32 = 0;
         loop {
@@ -148,12 +149,27 @@ impl Committer {
                     let wait = ceiling.mul_f64(self.rng.random::<f64>());
                     self.store.clock().sleep(wait).await;
                 }
-                // Our view was stale (the epoch we picked is already taken in
-                // a newer version): claim the next one. The newest opener of
-                // an id wins, as with any restart.
-                Err(ProducerError::Fenced { theirs, .. })
-                    if theirs.0 >= self.me.epoch && bumps < 8 =>
-                {
+                // The epoch we picked is taken by another incarnation. If that
+                // claim was made after this open began, another process opened
+                // the id at the same moment: the first claim wins and this one
+                // fails at open, loudly, rather than fencing the winner a moment
+                // later. If it is older, our first view was stale (a read that
+                // missed the newest versions): claim the next epoch, as any
+                // restart does.
+                Err(ProducerError::Fenced { theirs, .. }) if theirs.0 >= self.me.epoch => {
+                    let claimed_ms = self
+                        .follower
+                        .current()
+                        .producers
+                        .get(&self.me.id)
+                        .filter(|e| (e.epoch, e.incarnation) == theirs)
+                        .map_or(u64::MAX, |e| e.last_commit_ms);
+                    if claimed_ms >= opened_ms || bumps >= 8 {
+                        return Err(ProducerError::OpenRace {
+                            producer_id: self.me.id.clone(),
+                            epoch: theirs.0,
+                        });
+                    }
                     bumps += 1;
                     self.me.epoch = theirs.0 + 1;
                 }

@@ -41,6 +41,19 @@ pub enum ProducerError {
         /// What the manifest records.
         theirs: (u64, u64),
     },
+    /// Another process opened the same producer id at the same moment and its epoch
+    /// claim landed first: this one stops at open. Run one process per producer id
+    /// (restart this one once the other has stopped, or give it another id).
+    #[error(
+        "producer id {producer_id} was opened by another process at the same time (it claimed \
+         epoch {epoch} first); this process stops: run one process per producer id"
+    )]
+    OpenRace {
+        /// The producer id.
+        producer_id: String,
+        /// The epoch the other process claimed.
+        epoch: u64,
+    },
     /// The merge refused the candidate (a protocol invariant would break).
     #[error("rebase refused: {0}")]
     Rebase(RebaseError),
@@ -74,7 +87,7 @@ impl ProducerError {
             Self::Chain(e) => e.class(),
             Self::Manifest(_) | Self::Expired { .. } => ErrorClass::Data,
             Self::Tgb(_) | Self::Invalid(_) => ErrorClass::Invalid,
-            Self::Fenced { .. } => ErrorClass::Fenced,
+            Self::Fenced { .. } | Self::OpenRace { .. } => ErrorClass::Fenced,
             Self::Rebase(_) | Self::Crashed(_) => ErrorClass::Internal,
             Self::Stopped(inner) => inner.class(),
         }

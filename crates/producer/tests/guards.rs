@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use batchweave_manifest::{DecodeLimits, decode_manifest, manifest_key};
 use batchweave_producer::{Producer, ProducerError, ProducerSettings};
-use batchweave_store::{Clock, StreamStore, TokioClock};
+use batchweave_store::{Clock, FaultOp, FaultRule, FaultStore, StreamStore, TokioClock};
 use bytes::Bytes;
 use tokio::time::Instant;
 
@@ -134,4 +134,64 @@ async fn an_upload_aged_by_a_host_suspend_is_not_committed() {
         "a suspended upload was committed: {e}"
     );
     assert_eq!(p.stats().tgbs_committed, 0);
+}
+
+/// Opens `id` on `store` (naive policy, a fixed seed per opener).
+async fn open(store: StreamStore, id: &str, seed: u64) -> Result<Producer, ProducerError> {
+    Producer::builder(store, id)
+        .settings(ProducerSettings {
+            seed: Some(seed),
+            ..settings("naive")
+        })
+        .open()
+        .await
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_processes_opening_one_id_at_the_same_moment_the_loser_fails_at_open() {
+    // Creates take 500 ms, so both openers read the chain before either claim lands.
+    let mem = StreamStore::in_memory();
+    let clock = mem.clock().clone();
+    let store = mem.map_backend(|inner| {
+        Arc::new(FaultStore::new(
+            inner,
+            vec![FaultRule {
+                ops: vec![FaultOp::Create],
+                latency: Some((Duration::from_millis(500), Duration::ZERO)),
+                ..Default::default()
+            }],
+            1,
+            clock,
+        ))
+    });
+    let (a, b) = tokio::join!(
+        open(store.clone(), "prep-0", 1),
+        open(store.clone(), "prep-0", 2)
+    );
+    let (mut winner, err) = match (a, b) {
+        (Ok(p), Err(e)) | (Err(e), Ok(p)) => (p, e),
+        (a, b) => panic!("exactly one open must fail: {:?} / {:?}", a.err(), b.err()),
+    };
+    let msg = err.to_string();
+    assert!(matches!(err, ProducerError::OpenRace { .. }), "{msg}");
+    assert!(
+        msg.contains("opened by another process at the same time"),
+        "{msg}"
+    );
+    // The winner was not fenced: it commits.
+    winner.append(1, 1, slices(1), 1).await.unwrap();
+    winner.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_restart_after_the_first_open_fences_it_instead() {
+    // Not a race: the second open starts after the first one's claim is in the chain,
+    // so it is a restart: it claims the next epoch and the first process is fenced.
+    let store = StreamStore::in_memory();
+    let mut first = open(store.clone(), "prep-0", 1).await.unwrap();
+    let mut second = open(store.clone(), "prep-0", 2).await.unwrap();
+    first.append(1, 1, slices(1), 1).await.unwrap();
+    assert!(first.flush().await.unwrap_err().is_fenced());
+    second.append(1, 1, slices(1), 1).await.unwrap();
+    second.close().await.unwrap();
 }
