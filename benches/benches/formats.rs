@@ -77,6 +77,7 @@ fn manifest(n: u64) -> Manifest {
                 },
                 tgbs_committed: last_sequence,
                 last_commit_ms: 1_700_000_000_000 + last_sequence,
+                max_commit_age_ms: 0,
             };
             (producer(p), state)
         })

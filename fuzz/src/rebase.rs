@@ -151,6 +151,7 @@ fn build_manifest(input: &mut Input<'_>) -> Manifest {
             },
             tgbs_committed: input.u64(),
             last_commit_ms: input.u64(),
+            max_commit_age_ms: 0,
         };
         producers.insert(key, state);
     }

@@ -196,7 +196,7 @@ pub(crate) fn chaos(short: bool) -> Result<()> {
         }
         if last_gc.elapsed() > Duration::from_secs(2) {
             let out = Command::new(&bin)
-                .args(["gc", "--store", &url, "--orphan-grace-secs", "600"])
+                .args(["gc", "--store", &url, "--orphan-grace-secs", "3600"])
                 .envs(env.iter().cloned())
                 .output()?;
             if out.status.success() {

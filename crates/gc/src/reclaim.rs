@@ -37,6 +37,11 @@ pub struct GcSettings {
     /// this (`None`: never). Must exceed the longest time between a TGB's
     /// upload and its commit.
     pub orphan_grace: Option<Duration>,
+    /// What `orphan_grace` must exceed beyond the longest `max_commit_age` the
+    /// stream's producers recorded: clock skew between the hosts, plus the longest
+    /// commit attempt, plus a pass's time from reading the newest version to listing
+    /// the TGBs (default one minute). A pass with a shorter grace is refused.
+    pub orphan_margin: Duration,
     /// A group none of whose positions wrote a watermark for this long is
     /// ignored (`None`, the default: groups live until retired).
     pub dead_group_after: Option<Duration>,
@@ -50,6 +55,7 @@ impl Default for GcSettings {
     fn default() -> Self {
         Self {
             orphan_grace: Some(Duration::from_secs(3600)),
+            orphan_margin: Duration::from_secs(60),
             dead_group_after: None,
             dry_run: false,
             limits: DecodeLimits::default(),
@@ -80,6 +86,10 @@ pub struct GcReport {
     /// Groups that held the mark (group, step, version).
     pub groups: Vec<(String, u64, u64)>,
 }
+
+/// `max_commit_age` assumed for a producer entry that recorded none (the producers'
+/// default before they recorded it).
+const UNRECORDED_MAX_COMMIT_AGE: Duration = Duration::from_secs(30 * 60);
 
 /// Reclaims a stream's storage behind the low-water mark.
 #[derive(Debug, Clone)]
@@ -130,6 +140,44 @@ impl Reclaimer {
         Ok(self.chain.newest_from(b.min_live_version.max(1)).await?)
     }
 
+    /// Refuses an orphan grace period that could sweep an upload a producer may still
+    /// commit: it must exceed the longest `max_commit_age` a producer of the stream
+    /// recorded (the producers' old default, 30 minutes, for entries that recorded
+    /// none) plus `orphan_margin`. Checked before anything is written or deleted.
+    fn check_orphan_grace(&self, m: &Manifest) -> Result<(), GcError> {
+        let Some(grace) = self.settings.orphan_grace else {
+            return Ok(());
+        };
+        let longest = m
+            .producers
+            .iter()
+            .map(|(id, e)| {
+                let age = match e.max_commit_age_ms {
+                    0 => UNRECORDED_MAX_COMMIT_AGE,
+                    ms => Duration::from_millis(ms),
+                };
+                (age, id)
+            })
+            .max();
+        let Some((age, id)) = longest else {
+            return Ok(());
+        };
+        let need = age.saturating_add(self.settings.orphan_margin);
+        if grace <= need {
+            return Err(GcError::Invalid(format!(
+                "orphan_grace {}s is not above the longest max_commit_age of this stream's \
+                 producers ({}s, producer {id}) plus the margin for clock skew and commit time \
+                 ({}s): an orphan it sweeps could still be committed; raise orphan_grace above \
+                 {}s (--orphan-grace-secs) or lower the producers' max_commit_age",
+                grace.as_secs(),
+                age.as_secs(),
+                self.settings.orphan_margin.as_secs(),
+                need.as_secs()
+            )));
+        }
+        Ok(())
+    }
+
     /// One reclamation pass (see the module docs for the order of steps).
     pub async fn run_once(&self) -> Result<GcReport, GcError> {
         let dry = self.settings.dry_run;
@@ -145,6 +193,7 @@ impl Reclaimer {
             return Ok(report);
         };
         report.newest_version = m.version;
+        self.check_orphan_grace(&m)?;
         let lw = self.low_water().await?;
         report.groups = lw
             .groups

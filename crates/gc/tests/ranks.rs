@@ -73,3 +73,50 @@ async fn tp_ranks_sharing_a_position_each_hold_the_low_water_mark() {
         assert_eq!(&b.data[0][..], b"tgb 5", "{}", t.name);
     }
 }
+
+/// `orphan_grace > max_commit_age + margin` holds by construction: producers record
+/// their `max_commit_age` in their state entry, and GC refuses a pass whose grace could
+/// sweep an upload a producer may still commit, before it writes or deletes anything.
+#[tokio::test]
+async fn gc_refuses_an_orphan_grace_a_producer_could_outlive() {
+    let store = batchweave_store::StreamStore::in_memory();
+    let mut p = Producer::builder(store.clone(), "slow-video")
+        .settings(ProducerSettings {
+            policy: "naive".parse().unwrap(),
+            max_commit_age: Duration::from_secs(2 * 3600),
+            seed: Some(1),
+            ..Default::default()
+        })
+        .open()
+        .await
+        .unwrap();
+    p.append(1, 1, vec![Bytes::from_static(b"x")], 1)
+        .await
+        .unwrap();
+    p.close().await.unwrap();
+    let before = store.stats();
+    let gc = |grace_secs: u64| {
+        Reclaimer::new(
+            store.clone(),
+            GcSettings {
+                orphan_grace: Some(Duration::from_secs(grace_secs)),
+                ..Default::default()
+            },
+        )
+    };
+    let err = gc(3600).run_once().await.unwrap_err();
+    let msg = err.to_string();
+    assert_eq!(err.class(), batchweave_store::ErrorClass::Invalid, "{msg}");
+    assert!(
+        msg.contains("orphan_grace 3600s") && msg.contains("7200s, producer slow-video"),
+        "{msg}"
+    );
+    let after = store.stats().since(&before);
+    assert_eq!(
+        (after.deletes, after.creates, after.puts),
+        (0, 0, 0),
+        "nothing written or deleted"
+    );
+    // A grace above the recorded limit plus the margin runs.
+    gc(2 * 3600 + 120).run_once().await.unwrap();
+}

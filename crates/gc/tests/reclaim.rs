@@ -11,7 +11,9 @@ use batchweave_manifest::{
 };
 use batchweave_producer::{FailPoint, FailPoints, Producer, ProducerSettings};
 use batchweave_store::testing::all_targets;
-use batchweave_store::{FaultOp, FaultRule, FaultStore, RetryPolicy, StreamStore};
+use batchweave_store::{
+    Clock, FaultOp, FaultRule, FaultStore, RetryPolicy, StreamStore, TokioClock,
+};
 use bytes::Bytes;
 
 fn psettings() -> ProducerSettings {
@@ -84,13 +86,16 @@ async fn set_mark(store: &StreamStore, group: &str, pos: &str, version: u64, ste
         .unwrap();
 }
 
+/// A reclaimer whose clock runs two hours ahead, with the default orphan grace of one
+/// hour: every uncommitted object is an orphan to it. (A zero grace is refused: the
+/// test producers record the default `max_commit_age` of 30 minutes.)
 fn gc(store: &StreamStore) -> Reclaimer {
+    let ahead = TokioClock::system().unix_millis() + 2 * 3600 * 1000;
     Reclaimer::new(
-        store.clone(),
-        GcSettings {
-            orphan_grace: Some(Duration::ZERO),
-            ..Default::default()
-        },
+        store
+            .clone()
+            .with_clock(Arc::new(TokioClock::with_base(ahead))),
+        GcSettings::default(),
     )
 }
 

@@ -327,6 +327,8 @@ pub fn rebase(
                 what: "tgbs_committed",
             })?,
         last_commit_ms: pending.now_ms,
+        // The producer sets its own after the rebase; kept otherwise.
+        max_commit_age_ms: entry.map_or(0, |e| e.max_commit_age_ms),
     };
     let mut producers = base.producers.clone();
     producers.insert(id.to_owned(), state);

@@ -63,6 +63,7 @@ fn expected_manifest() -> Manifest {
                 last_commit_version: 2,
                 tgbs_committed: 2,
                 last_commit_ms: 1_699_999_999_000,
+                max_commit_age_ms: 0,
             },
         ),
         (
@@ -75,6 +76,7 @@ fn expected_manifest() -> Manifest {
                 last_commit_version: 3,
                 tgbs_committed: 1,
                 last_commit_ms: 1_700_000_000_000,
+                max_commit_age_ms: 0,
             },
         ),
     ]

@@ -277,12 +277,18 @@ impl Committer {
             source_offset,
             now_ms: clock.unix_millis(),
         };
-        let candidate = rebase(
+        let mut candidate = rebase(
             self.follower.current(),
             &pending,
             self.follower.boundary().low_water_step,
         )
         .map_err(ProducerError::from_rebase)?;
+        // Record this producer's limit, so that GC can refuse an orphan grace
+        // period that could sweep an upload before this producer commits it.
+        if let Some(e) = candidate.producers.get_mut(&self.me.id) {
+            e.max_commit_age_ms =
+                u64::try_from(self.settings.max_commit_age.as_millis()).unwrap_or(u64::MAX);
+        }
         let v = candidate.version;
         let span = tracing::debug_span!("commit", producer = %self.me.id, version = v, tgbs = n);
         let bytes = try_encode_manifest(&candidate, &self.settings.limits)?;

@@ -63,6 +63,7 @@ fn seeded_map(prefix: char) -> BTreeMap<String, ProducerState> {
                 last_commit_version: u64::from(own),
                 tgbs_committed: if own { 0 } else { 1_000 + i as u64 },
                 last_commit_ms: 1_750_000_000_000,
+                max_commit_age_ms: 0,
             };
             (id, st)
         })

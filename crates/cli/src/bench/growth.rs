@@ -83,6 +83,7 @@ fn synthesize(v: u64, trim: bool) -> anyhow::Result<Manifest> {
             last_commit_version: v,
             tgbs_committed: v,
             last_commit_ms: 1_750_000_000_000,
+            max_commit_age_ms: 0,
         },
     );
     Ok(Manifest {

@@ -266,6 +266,7 @@ pub fn prefix_base() -> impl Strategy<Value = Manifest> {
                             },
                             tgbs_committed: last_sequence,
                             last_commit_ms: ms,
+                            max_commit_age_ms: 0,
                         };
                         (chain_id(i), state)
                     },
