@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use batchweave_manifest::{DecodeLimits, decode_manifest, manifest_key};
 use batchweave_producer::{Producer, ProducerError, ProducerSettings};
+use batchweave_store::testing::all_targets;
 use batchweave_store::{Clock, FaultOp, FaultRule, FaultStore, StreamStore, TokioClock};
 use bytes::Bytes;
 use tokio::time::Instant;
@@ -28,7 +29,13 @@ fn settings(policy: &str) -> ProducerSettings {
 
 #[tokio::test]
 async fn a_tgb_of_another_grid_is_refused_and_the_producer_stays_usable() {
-    let store = StreamStore::in_memory();
+    for t in all_targets() {
+        let store = t.open_fresh("grid-append").await.unwrap();
+        grid_refused_at_append(store).await;
+    }
+}
+
+async fn grid_refused_at_append(store: StreamStore) {
     let mut p = Producer::builder(store.clone(), "a")
         .settings(settings("naive"))
         .open()
@@ -58,9 +65,15 @@ async fn a_tgb_of_another_grid_is_refused_and_the_producer_stays_usable() {
 
 #[tokio::test]
 async fn the_rebase_refuses_a_grid_fixed_by_a_racing_producer() {
-    // Both open on an empty stream (no grid yet); `a` commits 4 x 2 first, so `b`'s
-    // 2 x 1 TGB is refused by the rebase: it never becomes visible.
-    let store = StreamStore::in_memory();
+    for t in all_targets() {
+        let store = t.open_fresh("grid-race").await.unwrap();
+        grid_refused_by_rebase(store).await;
+    }
+}
+
+/// Both open on an empty stream (no grid yet); `a` commits 4 x 2 first, so `b`'s
+/// 2 x 1 TGB is refused by the rebase: it never becomes visible.
+async fn grid_refused_by_rebase(store: StreamStore) {
     let mut a = Producer::builder(store.clone(), "a")
         .settings(settings("naive"))
         .open()
@@ -111,11 +124,18 @@ impl Clock for Suspendable {
 
 #[tokio::test]
 async fn an_upload_aged_by_a_host_suspend_is_not_committed() {
+    for t in all_targets() {
+        let store = t.open_fresh("suspend").await.unwrap();
+        suspended_upload_not_committed(store).await;
+    }
+}
+
+async fn suspended_upload_not_committed(store: StreamStore) {
     let clock = Arc::new(Suspendable {
-        inner: TokioClock::with_base(1_700_000_000_000),
+        inner: TokioClock::system(),
         slept_ms: AtomicU64::new(0),
     });
-    let store = StreamStore::in_memory().with_clock(clock.clone());
+    let store = store.with_clock(clock.clone());
     let mut p = Producer::builder(store.clone(), "a")
         .settings(ProducerSettings {
             max_commit_age: Duration::from_secs(60),
@@ -147,10 +167,16 @@ async fn open(store: StreamStore, id: &str, seed: u64) -> Result<Producer, Produ
         .await
 }
 
-#[tokio::test(start_paused = true)]
+#[tokio::test]
 async fn two_processes_opening_one_id_at_the_same_moment_the_loser_fails_at_open() {
-    // Creates take 500 ms, so both openers read the chain before either claim lands.
-    let mem = StreamStore::in_memory();
+    for t in all_targets() {
+        let store = t.open_fresh("open-race").await.unwrap();
+        open_race(store).await;
+    }
+}
+
+/// Creates take 500 ms, so both openers read the chain before either claim lands.
+async fn open_race(mem: StreamStore) {
     let clock = mem.clock().clone();
     let store = mem.map_backend(|inner| {
         Arc::new(FaultStore::new(
@@ -185,9 +211,15 @@ async fn two_processes_opening_one_id_at_the_same_moment_the_loser_fails_at_open
 
 #[tokio::test]
 async fn a_restart_after_the_first_open_fences_it_instead() {
-    // Not a race: the second open starts after the first one's claim is in the chain,
-    // so it is a restart: it claims the next epoch and the first process is fenced.
-    let store = StreamStore::in_memory();
+    for t in all_targets() {
+        let store = t.open_fresh("restart").await.unwrap();
+        restart_fences(store).await;
+    }
+}
+
+/// Not a race: the second open starts after the first one's claim is in the chain, so it
+/// is a restart: it claims the next epoch and the first process is fenced.
+async fn restart_fences(store: StreamStore) {
     let mut first = open(store.clone(), "prep-0", 1).await.unwrap();
     let mut second = open(store.clone(), "prep-0", 2).await.unwrap();
     first.append(1, 1, slices(1), 1).await.unwrap();
