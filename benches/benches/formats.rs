@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use batchweave_dac::{DacParams, optimal_gap};
 use batchweave_manifest::{
-    DecodeLimits, Manifest, Pending, ProducerState, TgbDescriptor, decode_manifest,
-    encode_manifest, rebase, tgb_key,
+    DecodeLimits, Manifest, Pending, ProducerState, TgbDescriptor, check_extends, decode_manifest,
+    encode_manifest, rebase, tgb_key, validate,
 };
 use batchweave_tgb::{
     FooterCheck, Grid, MeshConfig, decode_footer, decode_object, encode_tgb, footer_len, plan,
@@ -103,6 +103,7 @@ fn pending(base: &Manifest) -> Pending {
     let mut tgb = descriptor(17);
     tgb.key = tgb_key(&id, 1, sequence);
     tgb.sequence = sequence;
+    tgb.source_offset = sequence * 1_000;
     tgb.visible_version = 0;
     Pending {
         producer_id: id,
@@ -129,7 +130,22 @@ fn manifest_benches(c: &mut Criterion) {
             b.iter(|| decode_manifest(black_box(bytes), &limits));
         });
         let p = pending(&m);
-        assert!(rebase(&m, &p, 0).is_ok(), "benchmark rebase must succeed");
+        if let Err(e) = rebase(&m, &p, 0) {
+            panic!("benchmark rebase must succeed: {e}");
+        }
+        // The reader rules alone (decode runs them after the envelope checks), and the
+        // extension check a follower runs on every version it adopts.
+        g.bench_with_input(BenchmarkId::new("validate", n), &m, |b, m| {
+            b.iter(|| validate(black_box(m), &limits));
+        });
+        let next = rebase(&m, &p, 0).expect("benchmark rebase");
+        g.bench_with_input(
+            BenchmarkId::new("check_extends", n),
+            &(m.clone(), next),
+            |b, (m, next)| {
+                b.iter(|| check_extends(black_box(m), black_box(next)));
+            },
+        );
         g.bench_with_input(BenchmarkId::new("rebase", n), &(m, p), |b, (m, p)| {
             b.iter(|| rebase(black_box(m), black_box(p), 0));
         });
