@@ -33,6 +33,19 @@ pub enum Start {
     Empty,
 }
 
+/// Reader checks a [`Follower`] can be told to skip: planted bugs for the deterministic
+/// simulation (`crates/sim`), which shows that its invariants catch each one. Test-only:
+/// nothing in the library sets them, and a follower starts with none.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PlantedReaderBugs {
+    /// Adopt a version whatever the boundary read after it says (a ghost below
+    /// `min_live_version` is taken for live).
+    pub skip_boundary: bool,
+    /// Adopt a newer version without checking that it extends the one held.
+    pub skip_extension: bool,
+}
+
 /// The newest live version a client has adopted. Never holds a version below the
 /// boundary read after it, and every version it adopts extends the one before.
 #[derive(Debug, Clone)]
@@ -40,6 +53,7 @@ pub struct Follower {
     chain: Chain,
     current: Arc<Manifest>,
     boundary: GcBoundary,
+    planted: PlantedReaderBugs,
 }
 
 impl Follower {
@@ -49,7 +63,20 @@ impl Follower {
             chain,
             current: Arc::new(Manifest::genesis()),
             boundary: GcBoundary::default(),
+            planted: PlantedReaderBugs::default(),
         }
+    }
+
+    /// Test-only: plants reader bugs in this follower (see [`PlantedReaderBugs`]).
+    #[doc(hidden)]
+    pub fn plant(&mut self, bugs: PlantedReaderBugs) {
+        self.planted = bugs;
+    }
+
+    /// Whether `version` is below the boundary `b` (always false with the planted
+    /// skip-boundary bug).
+    fn below(&self, version: u64, b: &GcBoundary) -> bool {
+        !self.planted.skip_boundary && version < b.min_live_version
     }
 
     /// The chain it reads.
@@ -86,7 +113,7 @@ impl Follower {
         if m.version <= self.current.version {
             return Ok(false);
         }
-        if self.current.version > 0 {
+        if self.current.version > 0 && !self.planted.skip_extension {
             check_extends(&self.current, &m).map_err(|source| ChainError::Diverged {
                 version: m.version,
                 held: self.current.version,
@@ -106,7 +133,7 @@ impl Follower {
             // After the read: a ghost created in a deleted slot is below this boundary.
             let b = self.refresh_boundary().await?;
             if let Some(m) = m
-                && m.version >= b.min_live_version
+                && !self.below(m.version, &b)
             {
                 self.adopt(m)?;
                 return Ok(Start::Exact);
@@ -137,7 +164,7 @@ impl Follower {
             return Ok(false);
         }
         let b = self.refresh_boundary().await?;
-        if m.version < b.min_live_version {
+        if self.below(m.version, &b) {
             // GC moved past it while we read: the next call lists from the new boundary.
             return Ok(false);
         }
@@ -171,7 +198,7 @@ impl Follower {
         } else {
             self.boundary
         };
-        if m.version < b.min_live_version {
+        if self.below(m.version, &b) {
             return self.jump_from(b.min_live_version).await;
         }
         self.adopt(m)

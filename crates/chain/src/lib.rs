@@ -58,7 +58,7 @@ pub use boundary::{
     BOUNDARY_DIR, BOUNDARY_KEEP, Boundary, boundary_key, dominates, parse_boundary_key,
 };
 pub use error::ChainError;
-pub use follow::{Follower, Start};
+pub use follow::{Follower, PlantedReaderBugs, Start};
 
 /// What a [`Chain`] has read, for statistics (manifest bytes per delivered byte).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

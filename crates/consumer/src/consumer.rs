@@ -122,11 +122,13 @@ impl Consumer {
         let position = config.position()?;
         // Private counters, so stats are this consumer's even when the handle is shared.
         let store = store.scoped("");
+        // The planted shared-mark bug (crates/sim only) records no TP/PP in the layout.
+        let shared = crate::planted::planted().shared_rank_mark;
         let layout = GroupLayout {
             dp: config.dp,
             cp: config.cp,
-            tp: config.tp,
-            pp: config.pp,
+            tp: if shared { 1 } else { config.tp },
+            pp: if shared { 1 } else { config.pp },
             updated_at_ms: store.clock().unix_millis(),
         };
         let key =
@@ -463,14 +465,13 @@ impl Consumer {
             .mesh()
             .coords(self.config.rank)
             .map_err(|e| ConsumerError::config(format!("rank {}: {e}", self.config.rank)))?;
-        let position = rank_mark_name(
-            self.position.d,
-            self.position.c,
-            t,
-            p,
-            self.config.tp,
-            self.config.pp,
-        );
+        // The planted shared-mark bug (crates/sim only): one key per position.
+        let (tp, pp) = if crate::planted::planted().shared_rank_mark {
+            (1, 1)
+        } else {
+            (self.config.tp, self.config.pp)
+        };
+        let position = rank_mark_name(self.position.d, self.position.c, t, p, tp, pp);
         let key = watermark_key(&self.config.group, &position)
             .map_err(|e| ConsumerError::config(format!("watermark key: {e}")))?;
         let wm = Watermark {

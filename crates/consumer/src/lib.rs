@@ -73,6 +73,8 @@
 mod config;
 mod consumer;
 mod error;
+#[doc(hidden)]
+pub mod planted;
 mod poll;
 mod read;
 mod state;

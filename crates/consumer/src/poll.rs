@@ -38,9 +38,16 @@ pub(crate) struct Tracker {
 
 impl Tracker {
     pub(crate) fn new(store: StreamStore, limits: DecodeLimits) -> Self {
-        Self {
-            follower: Follower::new(Chain::new(store, limits)),
+        let mut follower = Follower::new(Chain::new(store, limits));
+        let planted = crate::planted::planted();
+        if planted.skip_boundary || planted.skip_extension {
+            // Test-only (crates/sim): never set by the library.
+            follower.plant(batchweave_chain::PlantedReaderBugs {
+                skip_boundary: planted.skip_boundary,
+                skip_extension: planted.skip_extension,
+            });
         }
+        Self { follower }
     }
 
     /// The version held.
