@@ -386,6 +386,7 @@ pub(crate) async fn run(args: DemoArgs) -> Result<()> {
     let final_gc = stream
         .reclaimer(GcSettings {
             orphan_grace: Some(Duration::ZERO),
+            producers_stopped: true,
             ..Default::default()
         })
         .run_once()

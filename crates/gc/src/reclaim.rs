@@ -42,6 +42,10 @@ pub struct GcSettings {
     /// commit attempt, plus a pass's time from reading the newest version to listing
     /// the TGBs (default one minute). A pass with a shorter grace is refused.
     pub orphan_margin: Duration,
+    /// The caller vouches that no producer of the stream is running (the job has
+    /// ended): the orphan grace is then not checked against the producers'
+    /// `max_commit_age`, so a final pass can sweep every orphan with a zero grace.
+    pub producers_stopped: bool,
     /// A group none of whose positions wrote a watermark for this long is
     /// ignored (`None`, the default: groups live until retired).
     pub dead_group_after: Option<Duration>,
@@ -56,6 +60,7 @@ impl Default for GcSettings {
         Self {
             orphan_grace: Some(Duration::from_secs(3600)),
             orphan_margin: Duration::from_secs(60),
+            producers_stopped: false,
             dead_group_after: None,
             dry_run: false,
             limits: DecodeLimits::default(),
@@ -145,7 +150,11 @@ impl Reclaimer {
     /// recorded (the producers' old default, 30 minutes, for entries that recorded
     /// none) plus `orphan_margin`. Checked before anything is written or deleted.
     fn check_orphan_grace(&self, m: &Manifest) -> Result<(), GcError> {
-        let Some(grace) = self.settings.orphan_grace else {
+        let Some(grace) = self
+            .settings
+            .orphan_grace
+            .filter(|_| !self.settings.producers_stopped)
+        else {
             return Ok(());
         };
         let longest = m

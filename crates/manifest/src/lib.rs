@@ -98,4 +98,7 @@ pub use keys::{
 };
 pub use pb::{GcBoundary, GroupLayout, Manifest, ProducerState, TgbDescriptor, Watermark};
 pub use rebase::{CommitStatus, Pending, commit_status, find_step, last_step, rebase, step_of};
-pub use validate::{MIN_FOOTER_LENGTH, stream_grid, validate, validate_descriptor};
+pub use validate::{
+    MIN_FOOTER_LENGTH, TGB_FOOTER_ENTRY_LEN, TGB_FOOTER_HEADER_LEN, TGB_TRAILER_LEN, stream_grid,
+    tgb_footer_length, validate, validate_descriptor,
+};

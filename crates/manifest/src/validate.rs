@@ -9,9 +9,22 @@ use crate::keys::{is_tgb_key_of, tgb_key, validate_key, validate_producer_id};
 use crate::pb::{Manifest, ProducerState, TgbDescriptor};
 use crate::rules;
 
-/// Smallest accepted `TgbDescriptor.footer_length`, in bytes. No TGB footer
-/// (see `docs/format-tgb.md`) can be shorter than this.
-pub const MIN_FOOTER_LENGTH: u32 = 8;
+/// Length of a TGB footer's fixed part, in bytes (`docs/format-tgb.md` section 2.1).
+pub const TGB_FOOTER_HEADER_LEN: u64 = 20;
+/// Length of one slice entry of a TGB footer, in bytes.
+pub const TGB_FOOTER_ENTRY_LEN: u64 = 20;
+/// Length of a TGB object's trailer, in bytes.
+pub const TGB_TRAILER_LEN: u64 = 32;
+/// Smallest possible `TgbDescriptor.footer_length` (the footer of a one-slice TGB).
+pub const MIN_FOOTER_LENGTH: u32 = 40;
+
+/// The footer length of a TGB of `slices` slices, `20 + 20 * slices` (`None` on
+/// overflow). A descriptor's `footer_length` must be exactly this for its grid.
+pub fn tgb_footer_length(slices: u64) -> Option<u64> {
+    slices
+        .checked_mul(TGB_FOOTER_ENTRY_LEN)?
+        .checked_add(TGB_FOOTER_HEADER_LEN)
+}
 
 /// Checks every invariant of a manifest version that can be checked from the
 /// version alone (`docs/format.md` section 4):
@@ -388,9 +401,9 @@ fn check_producer_end(id: &str, state: &ProducerState, last: &Seen) -> Result<()
 
 /// Checks one TGB descriptor found at `index` of a manifest of `version`:
 /// `dp >= 1`, `cp >= 1`, `dp * cp <= max_grid`,
-/// `footer_length >= MIN_FOOTER_LENGTH`,
-/// `footer_offset + footer_length <= object_size`,
-/// `payload_bytes + footer_length <= object_size`,
+/// `footer_length == 20 + 20 * dp * cp`, `payload_bytes == footer_offset`,
+/// `footer_offset + footer_length + 32 == object_size` (the TGB layout of
+/// `docs/format-tgb.md`),
 /// `visible_version <= version`, a valid producer id and a valid key.
 pub fn validate_descriptor(
     index: usize,
@@ -404,24 +417,33 @@ pub fn validate_descriptor(
     }
     let grid = u64::from(d.dp).saturating_mul(u64::from(d.cp));
     check_count("grid cells", grid, limits.max_grid)?;
-    if d.footer_length < MIN_FOOTER_LENGTH {
+    // The object layout of docs/format-tgb.md: slices [0, F), the footer of exactly
+    // 20 + 20 * dp * cp bytes at F, the 32-byte trailer at the end.
+    let want = tgb_footer_length(grid);
+    if want != Some(u64::from(d.footer_length)) {
         return bad(format!(
-            "footer_length {} is below the minimum {MIN_FOOTER_LENGTH}",
-            d.footer_length
+            "footer_length {} is not the {} bytes of a {}x{} TGB's footer",
+            d.footer_length,
+            want.map_or_else(|| "overflowing".to_owned(), |w| w.to_string()),
+            d.dp,
+            d.cp
         ));
     }
-    let footer_end = d.footer_offset.checked_add(u64::from(d.footer_length));
-    if footer_end.is_none_or(|end| end > d.object_size) {
+    if d.payload_bytes != d.footer_offset {
         return bad(format!(
-            "footer {}+{} is outside the object of {} bytes",
+            "payload_bytes {} differ from footer_offset {}: the slices fill the object up to \
+             the footer",
+            d.payload_bytes, d.footer_offset
+        ));
+    }
+    let end = d
+        .footer_offset
+        .checked_add(u64::from(d.footer_length))
+        .and_then(|e| e.checked_add(TGB_TRAILER_LEN));
+    if end != Some(d.object_size) {
+        return bad(format!(
+            "footer {}+{} and the {TGB_TRAILER_LEN}-byte trailer do not end the object of {} bytes",
             d.footer_offset, d.footer_length, d.object_size
-        ));
-    }
-    let used = d.payload_bytes.checked_add(u64::from(d.footer_length));
-    if used.is_none_or(|used| used > d.object_size) {
-        return bad(format!(
-            "payload {} + footer {} bytes exceed the object of {} bytes",
-            d.payload_bytes, d.footer_length, d.object_size
         ));
     }
     if d.visible_version > version {

@@ -8,9 +8,10 @@ use std::path::PathBuf;
 mod common;
 
 use batchweave_manifest::{
-    DecodeLimits, GcBoundary, HEADER_LEN, Manifest, Pending, ProducerState, TgbDescriptor,
-    Watermark, check_extends, decode_gc_boundary, decode_manifest, decode_watermark,
-    encode_gc_boundary, encode_manifest, encode_watermark, rebase, tgb_key,
+    DecodeLimits, GcBoundary, GroupLayout, HEADER_LEN, Manifest, Pending, ProducerState,
+    TgbDescriptor, Watermark, check_extends, decode_gc_boundary, decode_group_layout,
+    decode_manifest, decode_watermark, encode_gc_boundary, encode_group_layout, encode_manifest,
+    encode_watermark, rebase, tgb_key,
 };
 
 fn dir() -> PathBuf {
@@ -26,14 +27,14 @@ fn expected_manifest() -> Manifest {
             object_size: 8192,
             dp: 2,
             cp: 1,
-            footer_offset: 8000,
-            footer_length: 160,
-            footer_crc32: 0x1234_5678,
+            footer_offset: 8100,
+            footer_length: 60,
+            footer_crc32: 0x5046_aeb5,
             producer_id: "prep-0".into(),
             epoch: 1,
             sequence: 2,
             visible_version: 2,
-            payload_bytes: 7936,
+            payload_bytes: 8100,
             source_offset: 200,
         },
         TgbDescriptor {
@@ -41,14 +42,14 @@ fn expected_manifest() -> Manifest {
             object_size: 4096,
             dp: 2,
             cp: 1,
-            footer_offset: 3900,
-            footer_length: 180,
-            footer_crc32: 0x9abc_def0,
+            footer_offset: 4004,
+            footer_length: 60,
+            footer_crc32: 0x3767_8c05,
             producer_id: "prep-1".into(),
             epoch: 2,
             sequence: 1,
             visible_version: 3,
-            payload_bytes: 3840,
+            payload_bytes: 4004,
             source_offset: 50,
         },
     ];
@@ -111,6 +112,16 @@ fn expected_watermark() -> Watermark {
     }
 }
 
+fn expected_layout() -> GroupLayout {
+    GroupLayout {
+        dp: 4,
+        cp: 2,
+        updated_at_ms: 1_700_000_002_000,
+        tp: 8,
+        pp: 1,
+    }
+}
+
 fn golden(name: &str, encoded: &[u8]) -> Vec<u8> {
     let path = dir().join(name);
     if std::env::var_os("BATCHWEAVE_BLESS").is_some() {
@@ -143,11 +154,11 @@ fn golden_manifest() {
     assert_eq!(t.key, "tgb/prep-1/0000000002-00000000000000000001.tgb");
     assert_eq!(
         (t.dp, t.cp, t.footer_offset, t.footer_length),
-        (2, 1, 3900, 180)
+        (2, 1, 4004, 60)
     );
     assert_eq!((m.grid_dp, m.grid_cp), (2, 1));
     assert_eq!(batchweave_manifest::stream_grid(&m), Some((2, 1)));
-    assert_eq!(t.footer_crc32, 0x9abc_def0);
+    assert_eq!(t.footer_crc32, 0x3767_8c05);
     let p = &m.producers["prep-0"];
     assert_eq!(p.incarnation, 0x0123_4567_89ab_cdef);
     assert_eq!(m, expected_manifest());
@@ -161,6 +172,15 @@ fn golden_gc_boundary() {
     assert_eq!(gc.min_live_version, 2);
     assert_eq!(gc.low_water_step, 1);
     assert_eq!(gc.updated_at_ms, 1_700_000_000_500);
+}
+
+#[test]
+fn golden_group_layout() {
+    let bytes = golden("v1.grouplayout", &encode_group_layout(&expected_layout()));
+    let l = decode_group_layout(&bytes, &DecodeLimits::default()).unwrap();
+    assert_eq!(&bytes[..4], b"BWGL");
+    assert_eq!((l.dp, l.cp, l.tp, l.pp), (4, 2, 8, 1));
+    assert_eq!(l, expected_layout());
 }
 
 #[test]
@@ -180,8 +200,10 @@ fn docs_hex_dumps_match_golden_files() {
     let doc_path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/format.md");
     let doc = std::fs::read_to_string(&doc_path).unwrap();
     for (marker, file) in [
+        ("golden:v1.manifest", "v1.manifest"),
         ("golden:v1.gcboundary", "v1.gcboundary"),
         ("golden:v1.watermark", "v1.watermark"),
+        ("golden:v1.grouplayout", "v1.grouplayout"),
     ] {
         let start = doc
             .find(marker)
@@ -240,14 +262,14 @@ fn golden_successor() -> Manifest {
         object_size: 2048,
         dp: 2,
         cp: 1,
-        footer_offset: 1900,
-        footer_length: 140,
-        footer_crc32: 0x0bad_cafe,
+        footer_offset: 1956,
+        footer_length: 60,
+        footer_crc32: 0x120a_069b,
         producer_id: "prep-0".into(),
         epoch: 1,
         sequence: 3,
         visible_version: 0,
-        payload_bytes: 1800,
+        payload_bytes: 1956,
         source_offset: 300,
     };
     let pending = Pending {
@@ -333,5 +355,44 @@ fn extend_pair_seeds_are_current() {
         assert_eq!((&first, &second), (&prev, &next));
         assert_eq!(check_extends(&first, &second).is_ok(), extends, "{name}");
         assert!(check_extends(&second, &first).is_err(), "{name}");
+    }
+}
+
+/// The golden descriptors describe real TGB objects: two slices of `n` bytes, filled
+/// with one letter each (docs/format.md section 6), encoded by the tgb crate, give
+/// exactly the sizes, offsets and footer CRC32s the golden manifest records.
+#[test]
+fn golden_descriptors_describe_real_tgbs() {
+    let m = expected_manifest();
+    let next = golden_successor();
+    let cases = [
+        (&m.tgbs[0], b'a', b'b', 4050usize),
+        (&m.tgbs[1], b'c', b'd', 2002),
+        (next.tgbs.last().unwrap(), b'e', b'f', 978),
+    ];
+    for (d, first, second, n) in cases {
+        let slices = vec![
+            bytes::Bytes::from(vec![first; n]),
+            bytes::Bytes::from(vec![second; n]),
+        ];
+        let e = batchweave_tgb::encode_tgb(d.dp, d.cp, slices).unwrap();
+        assert_eq!(
+            (
+                e.object_size,
+                e.footer_offset,
+                e.footer_length,
+                e.footer_crc32,
+                e.payload_bytes
+            ),
+            (
+                d.object_size,
+                d.footer_offset,
+                d.footer_length,
+                d.footer_crc32,
+                d.payload_bytes
+            ),
+            "{}",
+            d.key
+        );
     }
 }

@@ -327,11 +327,20 @@ fn a_second_grid_is_refused_by_rebase() {
     ));
 }
 
+/// Gives `t` the grid `dp x cp` with the layout that grid's TGB has (the footer of
+/// 20 + 20 * dp * cp bytes after the same payload, then the trailer).
+fn regrid(t: &mut batchweave_manifest::TgbDescriptor, dp: u32, cp: u32) {
+    (t.dp, t.cp) = (dp, cp);
+    t.footer_length = 20 + 20 * dp * cp;
+    t.object_size = t.footer_offset + u64::from(t.footer_length) + 32;
+}
+
 #[test]
 fn a_second_grid_is_refused_by_readers() {
     let [v0, v1, v2] = chain();
     let mut m = v2.clone();
-    m.tgbs[2].dp = 4;
+    regrid(&mut m.tgbs[2], 4, 2);
+    refresh(&mut m);
     assert_eq!(decode_rule(&m), Some(rules::GRID));
     let mut m = v2.clone();
     m.grid_cp = 1;
@@ -348,14 +357,16 @@ fn a_second_grid_is_refused_by_readers() {
     (old.grid_dp, old.grid_cp) = (0, 0);
     validate(&old, &limits()).unwrap();
     assert_eq!(stream_grid(&old), Some((2, 2)));
-    old.tgbs[2].cp = 1;
+    regrid(&mut old.tgbs[2], 2, 1);
+    refresh(&mut old);
     assert_eq!(decode_rule(&old), Some(rules::GRID));
     // The grid never changes between versions.
     let mut other = v2.clone();
     for t in &mut other.tgbs {
-        t.dp = 1;
+        regrid(t, 1, 2);
     }
     other.grid_dp = 1;
+    refresh(&mut other);
     validate(&other, &limits()).unwrap();
     assert_eq!(extends_rule(&v1, &other), Some(rules::GRID));
 }
@@ -399,7 +410,7 @@ fn a_changed_descriptor_at_a_shared_step_is_refused() {
     // Two TGBs of one producer exchanged between versions (keys and all).
     let v3 = rebase(&v2, &pending("a", 1, 7, 3..=3), 0).unwrap();
     let mut m = v3.clone();
-    m.tgbs[3].object_size += 1;
+    m.tgbs[3].footer_crc32 ^= 1;
     refresh(&mut m);
     validate(&m, &limits()).unwrap();
     check_extends(&v2, &m).unwrap(); // step 3 is new at version 3...

@@ -8,20 +8,21 @@ use proptest::prelude::*;
 
 /// A valid descriptor of `producer`'s TGB `(epoch, sequence)`.
 pub fn tgb(producer: &str, epoch: u64, sequence: u64) -> TgbDescriptor {
-    let size = 1000 + sequence * 7;
+    // The layout of a 2 x 2 TGB: slices, a footer of 20 + 20 * 4 bytes, the trailer.
+    let payload = 1000 + sequence * 7;
     TgbDescriptor {
         key: tgb_key(producer, epoch, sequence),
-        object_size: size,
+        object_size: payload + 100 + 32,
         dp: 2,
         cp: 2,
-        footer_offset: size - 100,
-        footer_length: 64,
+        footer_offset: payload,
+        footer_length: 100,
         footer_crc32: 0xdead_beef,
         producer_id: producer.to_owned(),
         epoch,
         sequence,
         visible_version: 0,
-        payload_bytes: size - 200,
+        payload_bytes: payload,
         source_offset: sequence * 10,
     }
 }
@@ -72,11 +73,11 @@ pub fn random_tgb(
     (dp, cp): (u32, u32),
     source_offset: u64,
 ) -> TgbDescriptor {
-    let footer_length = 8 + mix.below(1000) as u32;
+    let footer_length = 20 + 20 * dp * cp;
     let body = mix.below(1 << 20);
     TgbDescriptor {
         key: tgb_key(producer, epoch, sequence),
-        object_size: body + u64::from(footer_length) + mix.below(64),
+        object_size: body + u64::from(footer_length) + 32,
         dp,
         cp,
         footer_offset: body,
@@ -86,7 +87,7 @@ pub fn random_tgb(
         epoch,
         sequence,
         visible_version: 0,
-        payload_bytes: mix.below(body + 1),
+        payload_bytes: body,
         source_offset,
     }
 }
