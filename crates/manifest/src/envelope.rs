@@ -15,6 +15,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use prost::Message;
 
 use crate::error::ManifestError;
+use crate::limits::{DecodeLimits, check_count};
 use crate::pb::{GcBoundary, GroupLayout, Manifest, Watermark};
 
 /// Length of the envelope header in bytes.
@@ -29,34 +30,6 @@ pub const GC_BOUNDARY_MAGIC: [u8; 4] = *b"BWGC";
 pub const WATERMARK_MAGIC: [u8; 4] = *b"BWWM";
 /// Magic of a consumer group layout object.
 pub const GROUP_LAYOUT_MAGIC: [u8; 4] = *b"BWGL";
-
-/// Hard bounds applied while decoding untrusted objects.
-///
-/// Lengths and counts are checked before the corresponding memory is
-/// allocated, so a hostile object cannot make a decoder allocate more than
-/// a small multiple of `max_bytes`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DecodeLimits {
-    /// Largest accepted payload, in bytes (default 256 MiB).
-    pub max_bytes: u64,
-    /// Largest accepted number of TGB descriptors in one manifest (default 10 million).
-    pub max_tgbs: u64,
-    /// Largest accepted number of producer entries (default 100 000).
-    pub max_producers: u64,
-    /// Largest accepted slice grid `dp * cp` of one TGB (default 65 536).
-    pub max_grid: u64,
-}
-
-impl Default for DecodeLimits {
-    fn default() -> Self {
-        Self {
-            max_bytes: 256 * 1024 * 1024,
-            max_tgbs: 10_000_000,
-            max_producers: 100_000,
-            max_grid: 65_536,
-        }
-    }
-}
 
 /// One object kind carried in an envelope.
 trait Enveloped: Message + Default + Sized {
@@ -126,13 +99,6 @@ pub const MAX_LAYOUT_RANKS: u64 = 1 << 20;
 
 impl Enveloped for Watermark {
     const MAGIC: [u8; 4] = WATERMARK_MAGIC;
-}
-
-pub(crate) fn check_count(what: &'static str, count: u64, max: u64) -> Result<(), ManifestError> {
-    if count > max {
-        return Err(ManifestError::LimitExceeded { what, count, max });
-    }
-    Ok(())
 }
 
 fn len_u64(n: usize) -> u64 {

@@ -65,6 +65,7 @@ mod envelope;
 mod error;
 mod extends;
 mod keys;
+mod limits;
 mod rebase;
 pub mod rules;
 mod validate;
@@ -83,10 +84,10 @@ mod pb {
 }
 
 pub use envelope::{
-    DecodeLimits, FORMAT_VERSION, GC_BOUNDARY_MAGIC, GROUP_LAYOUT_MAGIC, HEADER_LEN,
-    MANIFEST_MAGIC, MAX_LAYOUT_RANKS, WATERMARK_MAGIC, decode_gc_boundary, decode_group_layout,
-    decode_manifest, decode_watermark, encode_gc_boundary, encode_group_layout, encode_manifest,
-    encode_watermark, try_encode_manifest,
+    FORMAT_VERSION, GC_BOUNDARY_MAGIC, GROUP_LAYOUT_MAGIC, HEADER_LEN, MANIFEST_MAGIC,
+    MAX_LAYOUT_RANKS, WATERMARK_MAGIC, decode_gc_boundary, decode_group_layout, decode_manifest,
+    decode_watermark, encode_gc_boundary, encode_group_layout, encode_manifest, encode_watermark,
+    try_encode_manifest,
 };
 pub use error::{ManifestError, RebaseError};
 pub use extends::check_extends;
@@ -96,6 +97,7 @@ pub use keys::{
     parse_watermark_key, position_name, rank_mark_name, tgb_key, validate_key,
     validate_producer_id, watermark_key,
 };
+pub use limits::DecodeLimits;
 pub use pb::{GcBoundary, GroupLayout, Manifest, ProducerState, TgbDescriptor, Watermark};
 pub use rebase::{CommitStatus, Pending, commit_status, find_step, last_step, rebase, step_of};
 pub use validate::{

@@ -29,9 +29,9 @@
 //! [`validate`](crate::validate), every candidate passes it too and
 //! [`check_extends`](crate::check_extends) holds from the base to it.
 
-use crate::envelope::DecodeLimits;
 use crate::error::RebaseError;
 use crate::keys::{parse_tgb_key, tgb_key, validate_producer_id};
+use crate::limits::DecodeLimits;
 use crate::pb::{Manifest, ProducerState, TgbDescriptor};
 use crate::validate::{stream_grid, validate_descriptor};
 

@@ -3,9 +3,9 @@
 
 use std::collections::HashMap;
 
-use crate::envelope::{DecodeLimits, check_count};
 use crate::error::ManifestError;
 use crate::keys::{is_tgb_key_of, tgb_key, validate_key, validate_producer_id};
+use crate::limits::{DecodeLimits, check_count};
 use crate::pb::{Manifest, ProducerState, TgbDescriptor};
 use crate::rules;
 
