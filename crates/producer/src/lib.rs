@@ -38,12 +38,14 @@
 //! ```
 
 mod committer;
+mod descriptor;
 mod error;
 mod producer;
 mod settings;
 mod stats;
 
 pub use batchweave_dac::PolicyKind;
+pub use descriptor::tgb_descriptor;
 pub use error::ProducerError;
 pub use producer::{AppendReceipt, Producer, ProducerBuilder};
 pub use settings::{FailPoint, FailPoints, ProducerSettings};

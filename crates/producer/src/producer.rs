@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex};
 
 use batchweave_chain::{Chain, Follower};
-use batchweave_manifest::{TgbDescriptor, stream_grid, tgb_key, validate_producer_id};
+use batchweave_manifest::{stream_grid, validate_producer_id};
 use batchweave_store::StreamStore;
 use batchweave_tgb::{EncodedTgb, encode_tgb};
 use bytes::Bytes;
@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 
 use crate::ProducerError;
 use crate::committer::{Committer, Identity, Msg, Shared};
+use crate::descriptor::tgb_descriptor;
 use crate::settings::{FailPoint, FailPoints, ProducerSettings};
 use crate::stats::ProducerStats;
 
@@ -265,7 +266,8 @@ impl Producer {
             None
         };
         let sequence = self.next_sequence;
-        let key = tgb_key(&self.me.id, self.me.epoch, sequence);
+        let desc = tgb_descriptor(&enc, &self.me.id, self.me.epoch, sequence, source_offset);
+        let key = desc.key.clone();
         let upload_start = self.store.clock().unix_millis();
         if enc.object_size >= self.settings.multipart_threshold {
             self.store
@@ -282,21 +284,6 @@ impl Producer {
                 .set_fatal(ProducerError::Crashed(FailPoint::AfterTgbPut));
             return Err(ProducerError::Stopped(e));
         }
-        let desc = TgbDescriptor {
-            key: key.clone(),
-            object_size: enc.object_size,
-            dp: enc.dp,
-            cp: enc.cp,
-            footer_offset: enc.footer_offset,
-            footer_length: enc.footer_length,
-            footer_crc32: enc.footer_crc32,
-            producer_id: self.me.id.clone(),
-            epoch: self.me.epoch,
-            sequence,
-            visible_version: 0,
-            payload_bytes: enc.payload_bytes,
-            source_offset,
-        };
         self.next_sequence += 1;
         self.shared.stats_mut(|s| {
             s.tgbs_appended += 1;

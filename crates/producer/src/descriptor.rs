@@ -1,0 +1,62 @@
+//! The manifest's record of one encoded TGB.
+
+use batchweave_manifest::{TgbDescriptor, tgb_key};
+use batchweave_tgb::EncodedTgb;
+
+/// The descriptor that records `enc`, uploaded as TGB `sequence` of epoch `epoch` of
+/// `producer_id` and covering the producer's source up to `source_offset`.
+///
+/// The key is [`tgb_key`]`(producer_id, epoch, sequence)` (the reader rule `tgb-key`),
+/// the object layout (size, grid, footer location and CRC, payload bytes) is `enc`'s,
+/// and `visible_version` is 0: [`rebase`](batchweave_manifest::rebase) sets it to the
+/// version that makes the TGB visible. This is the one place that maps an encoded TGB
+/// onto a descriptor; [`Producer::append`](crate::Producer::append) uses it.
+pub fn tgb_descriptor(
+    enc: &EncodedTgb,
+    producer_id: &str,
+    epoch: u64,
+    sequence: u64,
+    source_offset: u64,
+) -> TgbDescriptor {
+    TgbDescriptor {
+        key: tgb_key(producer_id, epoch, sequence),
+        object_size: enc.object_size,
+        dp: enc.dp,
+        cp: enc.cp,
+        footer_offset: enc.footer_offset,
+        footer_length: enc.footer_length,
+        footer_crc32: enc.footer_crc32,
+        producer_id: producer_id.to_owned(),
+        epoch,
+        sequence,
+        visible_version: 0,
+        payload_bytes: enc.payload_bytes,
+        source_offset,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use batchweave_manifest::{DecodeLimits, validate_descriptor};
+    use batchweave_tgb::encode_tgb;
+    use bytes::Bytes;
+
+    #[test]
+    fn the_descriptor_records_the_object_and_passes_the_descriptor_rules() {
+        let slices = (0..6).map(|i| Bytes::from(vec![i; 10])).collect();
+        let enc = encode_tgb(3, 2, slices).unwrap();
+        let d = tgb_descriptor(&enc, "p-1", 4, 9, 77);
+        assert_eq!(d.key, tgb_key("p-1", 4, 9));
+        assert_eq!((d.dp, d.cp, d.object_size), (3, 2, enc.object_size));
+        assert_eq!(
+            (d.footer_offset, d.footer_length, d.footer_crc32),
+            (enc.footer_offset, enc.footer_length, enc.footer_crc32)
+        );
+        assert_eq!(
+            (d.payload_bytes, d.source_offset, d.visible_version),
+            (60, 77, 0)
+        );
+        validate_descriptor(0, &d, 0, &DecodeLimits::default()).unwrap();
+    }
+}
