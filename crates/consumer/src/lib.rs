@@ -38,25 +38,16 @@
 //! ```
 //! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
 //! use batchweave_consumer::{Consumer, ConsumerConfig};
-//! use batchweave_manifest::{Manifest, Pending, TgbDescriptor, encode_manifest, manifest_key, rebase, tgb_key};
+//! use batchweave_producer::Producer;
 //! use batchweave_store::StreamStore;
-//! use batchweave_tgb::encode_tgb;
 //! use bytes::Bytes;
 //!
-//! // A producer wrote one D=2 x C=1 TGB and committed it as version 1.
+//! // A producer writes one D=2 x C=1 TGB and commits it as version 1.
 //! let store = StreamStore::in_memory();
-//! let tgb = encode_tgb(2, 1, vec![Bytes::from_static(b"replica-0"), Bytes::from_static(b"replica-1")])?;
-//! let key = tgb_key("p0", 1, 1);
-//! store.put(&key, tgb.to_bytes()).await?;
-//! let desc = TgbDescriptor {
-//!     key, object_size: tgb.object_size, dp: 2, cp: 1,
-//!     footer_offset: tgb.footer_offset, footer_length: tgb.footer_length,
-//!     footer_crc32: tgb.footer_crc32, producer_id: "p0".into(), epoch: 1, sequence: 1,
-//!     payload_bytes: tgb.payload_bytes, ..Default::default()
-//! };
-//! let pending = Pending { producer_id: "p0".into(), epoch: 1, incarnation: 1, tgbs: vec![desc], source_offset: 1, now_ms: 0 };
-//! let v1 = rebase(&Manifest::genesis(), &pending, 0)?;
-//! store.create(&manifest_key(1), encode_manifest(&v1)).await?;
+//! let mut producer = Producer::builder(store.clone(), "p0").open().await?;
+//! let slices = vec![Bytes::from_static(b"replica-0"), Bytes::from_static(b"replica-1")];
+//! producer.append(2, 1, slices, 1).await?;
+//! producer.close().await?;
 //!
 //! // Rank 1 of a DP=2 job reads replica 1 of step 0.
 //! let config = ConsumerConfig::new(1, 2, [2, 1, 1, 1], "train");
