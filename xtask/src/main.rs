@@ -10,6 +10,8 @@
 //! | `cargo xtask servers` | starts the servers, prints their environment, waits for Enter, stops them |
 
 mod chaos;
+#[cfg(test)]
+mod docrefs;
 mod servers;
 
 use std::process::Command;
