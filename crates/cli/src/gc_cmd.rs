@@ -17,9 +17,16 @@ pub(crate) struct GcArgs {
     /// Compute and report what would be deleted; write and delete nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Delete uncommitted (orphan) TGB objects older than this many seconds.
+    /// Delete uncommitted (orphan) TGB objects older than this many seconds. Must exceed
+    /// the longest max_commit_age the stream's producers recorded plus a minute (the pass
+    /// is refused otherwise), unless --producers-stopped.
     #[arg(long, default_value_t = 3600)]
     orphan_grace_secs: u64,
+    /// No producer of the stream is running (the job ended): do not check the orphan
+    /// grace against the producers' max_commit_age, so `--orphan-grace-secs 0` sweeps
+    /// every orphan.
+    #[arg(long)]
+    producers_stopped: bool,
     /// Treat groups whose watermarks were all last written this many seconds ago as dead
     /// (default: groups live until retired).
     #[arg(long)]
@@ -40,6 +47,7 @@ pub(crate) async fn run(args: GcArgs) -> anyhow::Result<()> {
         orphan_grace: Some(Duration::from_secs(args.orphan_grace_secs)),
         dead_group_after: args.dead_group_after_secs.map(Duration::from_secs),
         dry_run: args.dry_run,
+        producers_stopped: args.producers_stopped,
         ..Default::default()
     });
     for group in &args.retire {
