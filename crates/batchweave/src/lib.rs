@@ -59,8 +59,9 @@
 mod error;
 mod stream;
 
-/// The README's Rust example, compiled as a doctest so it cannot rot.
-#[doc = include_str!("../../../README.md")]
+/// This crate's README (its crates.io page), compiled as a doctest so it cannot rot.
+/// The repository README's example is compiled by the benches crate.
+#[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
