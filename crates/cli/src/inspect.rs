@@ -5,9 +5,7 @@ use std::io::Write;
 
 use anyhow::Context;
 use batchweave::gc::{GroupMark, PositionMark};
-use batchweave::{OpenOptions, Stream, StreamInfo, StreamStore};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use batchweave::{Stream, StreamInfo};
 use serde::Serialize;
 
 /// Arguments of `batchweave inspect`.
@@ -21,25 +19,12 @@ pub(crate) struct InspectArgs {
     json: bool,
 }
 
-/// Opens the stream at `url` for one of the commands.
-///
-/// The store handle's RNG is seeded from the OS before the conditional-create
-/// probe: with the store's fixed default seed, processes opening one stream
-/// in the same millisecond pick the same probe key and fail with a conflict.
+/// Opens the stream at `url` for one of the commands ([`Stream::open`]: it checks that
+/// the store honours conditional create).
 pub(crate) async fn open_stream(url: &str) -> anyhow::Result<Stream> {
-    let opts = OpenOptions {
-        skip_verify: true,
-        ..Default::default()
-    };
-    let store = StreamStore::open_with(url, opts)
+    Stream::open(url)
         .await
-        .with_context(|| format!("opening stream {url}"))?
-        .with_seed(StdRng::from_os_rng().random());
-    store
-        .verify_conditional_create()
-        .await
-        .with_context(|| format!("checking that {url} honours conditional create"))?;
-    Ok(Stream::from_store(store))
+        .with_context(|| format!("opening stream {url}"))
 }
 
 /// Writes `text` to stdout; a closed pipe (`| head`) is not an error.
