@@ -20,7 +20,7 @@ use batchweave::{Batch, ConsumerConfig, ConsumerState};
 use serde::{Deserialize, Serialize};
 
 use crate::inspect::{open_stream, print_out};
-use crate::payload;
+use batchweave_harness::payload;
 
 /// Arguments of `batchweave consume`.
 #[derive(Debug, clap::Args)]

@@ -9,14 +9,19 @@
 //! | `gc` | one reclamation pass (or `--dry-run`) |
 //! | `load` | many producers and ranks for minutes with injected faults, verified |
 //! | `bench` | the paper's experiments as ratios, with JSON and SVG plots |
+//!
+//! The runs behind `demo`, `load` and `bench` (and the synthetic payload every command
+//! writes and verifies) live in `batchweave-harness`; this crate parses arguments,
+//! calls them and prints. Feature `sim` (off by default) enables `bench --sim`, the
+//! benchmarks on a simulated store in paused tokio time.
 
+mod bars;
 mod bench;
 mod consume;
 mod demo;
 mod gc_cmd;
 mod inspect;
 mod load;
-mod payload;
 mod produce;
 
 use clap::{Parser, Subcommand};

@@ -13,7 +13,7 @@ use anyhow::{Context, bail, ensure};
 use batchweave::{PolicyKind, ProducerSettings};
 
 use crate::inspect::{open_stream, print_out};
-use crate::payload;
+use batchweave_harness::payload;
 
 /// Arguments of `batchweave produce`.
 #[derive(Debug, clap::Args)]

@@ -1,55 +1,121 @@
-//! `batchweave demo`: the whole data plane on a local directory, verified.
+//! The demo run (`batchweave demo`): the whole data plane on a local directory, verified.
 //!
 //! P producers write a stream of TGBs (one of them is killed midway and
 //! restarted), W ranks consume it with checkpoints every K steps (one rank
 //! crashes after a checkpoint and is restored), and a reclaimer deletes what
 //! no checkpoint needs. At the end every rank's sequence, every TGB and
-//! every byte is checked, and the command fails loudly if anything is off.
+//! every byte is checked; [`DemoReport::passed`] says whether all of it held.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use batchweave::{ConsumerConfig, GcSettings, ProducerSettings, Stream};
-use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use tokio::task::JoinSet;
 
 use crate::payload;
+use crate::progress::Progress;
 
-/// Options of `batchweave demo` (defaults sized for a laptop).
-#[derive(Debug, Clone, clap::Args)]
-pub(crate) struct DemoArgs {
-    /// Stream directory (default: a fresh temporary directory, removed afterwards).
-    #[arg(long)]
-    pub(crate) dir: Option<PathBuf>,
+/// The demo's shape (the defaults are `batchweave demo`'s, sized for a laptop).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DemoConfig {
     /// Preprocessing workers.
-    #[arg(long, default_value_t = 4)]
-    pub(crate) producers: u32,
+    pub producers: u32,
     /// Training ranks (DP x CP = ranks, CP = 2 when the rank count is even).
-    #[arg(long, default_value_t = 8)]
-    pub(crate) ranks: u32,
+    pub ranks: u32,
     /// Global steps (TGBs) in the stream.
-    #[arg(long, default_value_t = 240)]
-    pub(crate) steps: u64,
+    pub steps: u64,
     /// Bytes per (d, c) slice, in KiB.
-    #[arg(long, default_value_t = 128)]
-    pub(crate) slice_kib: usize,
+    pub slice_kib: usize,
     /// Checkpoint (and write watermarks) every K steps.
-    #[arg(long, default_value_t = 10)]
-    pub(crate) checkpoint_every: u64,
+    pub checkpoint_every: u64,
     /// Producers stay at most this many steps ahead of the low-water mark.
-    #[arg(long, default_value_t = 80)]
-    pub(crate) max_lag: u64,
+    pub max_lag: u64,
     /// Seed of the producers' jitter and incarnation nonces.
-    #[arg(long, default_value_t = 7)]
-    pub(crate) seed: u64,
-    /// Flip one byte of one TGB's payload after it is checksummed, to show
-    /// that corruption is caught (the demo must then fail).
-    #[arg(long, hide = true)]
-    pub(crate) inject_corruption: bool,
+    pub seed: u64,
+    /// Flip one byte of one TGB's payload after it is checksummed, to show that
+    /// corruption is caught (the run must then fail).
+    pub inject_corruption: bool,
+}
+
+impl Default for DemoConfig {
+    fn default() -> Self {
+        Self {
+            producers: 4,
+            ranks: 8,
+            steps: 240,
+            slice_kib: 128,
+            checkpoint_every: 10,
+            max_lag: 80,
+            seed: 7,
+            inject_corruption: false,
+        }
+    }
+}
+
+impl DemoConfig {
+    /// The TGB grid `(dp, cp)`: `(ranks / 2, 2)` for an even rank count, else `(ranks, 1)`.
+    pub fn grid(&self) -> (u32, u32) {
+        if self.ranks.is_multiple_of(2) {
+            (self.ranks / 2, 2)
+        } else {
+            (self.ranks, 1)
+        }
+    }
+
+    /// KiB of one TGB's payload (`dp * cp` slices).
+    pub fn tgb_kib(&self) -> usize {
+        let (dp, cp) = self.grid();
+        (dp * cp) as usize * self.slice_kib
+    }
+
+    fn check(&self) -> Result<()> {
+        anyhow::ensure!(
+            self.producers >= 1 && self.ranks >= 1 && self.steps >= 1 && self.checkpoint_every >= 1,
+            "producers, ranks, steps and checkpoint-every must be at least 1"
+        );
+        Ok(())
+    }
+}
+
+/// What a demo run measured and found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DemoReport {
+    /// Wall-clock time of the run.
+    pub elapsed: Duration,
+    /// Why the run stopped early (a producer or rank failed: a read did not verify, a
+    /// checksum did not match, ...), with its causes; `None` if every task finished.
+    pub failure: Option<String>,
+    /// What verification found wrong after the run; empty if everything held.
+    pub problems: Vec<String>,
+    /// Commit attempts and successes of all producers.
+    pub attempts: u64,
+    /// Successful commit attempts.
+    pub successes: u64,
+    /// Payload bytes committed.
+    pub ingested_bytes: u64,
+    /// Bytes delivered to all ranks (each verified).
+    pub delivered_bytes: u64,
+    /// TGB bytes (footers and slices) the ranks fetched.
+    pub fetched_bytes: u64,
+    /// Bytes the reclaimer freed.
+    pub freed_bytes: u64,
+    /// The most TGB bytes the stream retained at once.
+    pub peak_retained_bytes: u64,
+    /// TGB object bytes still stored at the end.
+    pub stored_tgb_bytes: u64,
+    /// Ranks restored from a checkpoint that replayed exactly the steps they had seen.
+    pub ranks_restored: usize,
+}
+
+impl DemoReport {
+    /// Every task finished and every check held.
+    pub fn passed(&self) -> bool {
+        self.failure.is_none() && self.problems.is_empty()
+    }
 }
 
 /// What one rank saw: step -> TGB identities, and bytes verified.
@@ -72,21 +138,11 @@ struct Shared {
     consumed: AtomicU64,
 }
 
-fn bar(mp: &MultiProgress, len: u64, label: &str) -> ProgressBar {
-    let b = mp.add(ProgressBar::new(len));
-    let style = ProgressStyle::with_template("{prefix:>9} [{bar:40}] {pos:>6}/{len:6} {msg}")
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> ");
-    b.set_style(style);
-    b.set_prefix(label.to_string());
-    b
-}
-
 async fn produce(
     sh: Arc<Shared>,
     index: u32,
     count: u64,
-    args: DemoArgs,
+    args: DemoConfig,
 ) -> Result<(u64, u64, u64)> {
     let id = format!("prep-{index}");
     let settings = ProducerSettings {
@@ -154,7 +210,7 @@ async fn produce(
     }
 }
 
-async fn consume(sh: Arc<Shared>, rank: u32, args: DemoArgs) -> Result<RankLog> {
+async fn consume(sh: Arc<Shared>, rank: u32, args: DemoConfig) -> Result<RankLog> {
     let cfg = || ConsumerConfig::new(rank, args.ranks, [sh.dp, sh.cp, 1, 1], "demo");
     let mut c = sh.stream.consumer(cfg()).await?;
     let mut log = RankLog::default();
@@ -224,51 +280,29 @@ async fn consume(sh: Arc<Shared>, rank: u32, args: DemoArgs) -> Result<RankLog> 
     Ok(log)
 }
 
-pub(crate) async fn run(args: DemoArgs) -> Result<()> {
-    anyhow::ensure!(
-        args.producers >= 1 && args.ranks >= 1 && args.steps >= 1 && args.checkpoint_every >= 1,
-        "producers, ranks, steps and checkpoint-every must be at least 1"
-    );
-    let tmp;
-    let dir = match &args.dir {
-        Some(d) => d.clone(),
-        None => {
-            tmp = tempfile::tempdir().context("creating a temporary directory")?;
-            tmp.path().to_path_buf()
-        }
-    };
-    let dir = std::path::absolute(&dir).unwrap_or(dir);
+/// Runs the demo on a stream in the directory `dir` (created if missing; use an empty
+/// one) and verifies it. `Err` only if the run could not start (the directory, the
+/// stream); a run that fails verification is an `Ok` report that has not
+/// [`passed`](DemoReport::passed).
+pub async fn run(dir: &Path, args: &DemoConfig, progress: &dyn Progress) -> Result<DemoReport> {
+    args.check()?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     let stream = Stream::open(&format!("file://{}", dir.display()))
         .await
         .context("opening the stream directory")?;
-    let (dp, cp) = if args.ranks.is_multiple_of(2) {
-        (args.ranks / 2, 2)
-    } else {
-        (args.ranks, 1)
-    };
-    let slice_len = args.slice_kib * 1024;
-    println!(
-        "BatchWeave demo: {} producers, {} ranks (DP={dp} x CP={cp}), {} steps of {} KiB TGBs, checkpoint every {}, max_lag {}\n  stream: {}",
-        args.producers,
-        args.ranks,
-        args.steps,
-        (dp * cp) as usize * args.slice_kib,
-        args.checkpoint_every,
-        args.max_lag,
-        dir.display()
-    );
+    let (dp, cp) = args.grid();
     let sh = Arc::new(Shared {
         stream: stream.clone(),
-        slice_len,
+        slice_len: args.slice_kib * 1024,
         dp,
         cp,
         stop: AtomicBool::new(false),
         committed: AtomicU64::new(0),
         consumed: AtomicU64::new(0),
     });
-    let mp = MultiProgress::new();
-    let ingest = bar(&mp, args.steps, "ingest");
-    let read = bar(&mp, args.steps * u64::from(args.ranks), "consume");
+    let ingest = progress.meter("ingest", args.steps);
+    let read = progress.meter("consume", args.steps * u64::from(args.ranks));
     let t0 = Instant::now();
 
     // Background reclamation, off the critical path.
@@ -315,7 +349,7 @@ pub(crate) async fn run(args: DemoArgs) -> Result<()> {
         let a = args.clone();
         tasks.spawn(async move { consume(sh, r, a).await.map(|l| Some((r, l))) });
     }
-    let progress = {
+    let progress_task = {
         let sh = sh.clone();
         let (ingest, read) = (ingest.clone(), read.clone());
         let stream = stream.clone();
@@ -334,52 +368,55 @@ pub(crate) async fn run(args: DemoArgs) -> Result<()> {
         })
     };
 
+    // Producers and ranks are joined together: the first failure stops the run at
+    // once (a failed rank holds the low-water mark back, so producers bounded by
+    // `max_lag` would otherwise wait for it forever).
     let mut failure: Option<anyhow::Error> = None;
-    let (mut attempts, mut successes, mut ingested) = (0u64, 0u64, 0u64);
-    while let Some(r) = prod_tasks.join_next().await {
-        match r {
-            Ok(Ok((a, s, b))) => {
-                attempts += a;
-                successes += s;
-                ingested += b;
-            }
-            Ok(Err(e)) => {
-                failure.get_or_insert(e.context("a producer failed"));
-                sh.stop.store(true, Ordering::Relaxed);
-            }
-            Err(e) => {
-                failure.get_or_insert(anyhow::anyhow!("a producer task panicked: {e}"));
-                sh.stop.store(true, Ordering::Relaxed);
-            }
-        }
-    }
+    let mut report = DemoReport::default();
     let mut logs: BTreeMap<u32, RankLog> = BTreeMap::new();
-    while let Some(r) = tasks.join_next().await {
-        match r {
-            Ok(Ok(Some((rank, log)))) => {
-                logs.insert(rank, log);
-            }
-            Ok(Ok(None)) => {}
-            Ok(Err(e)) => {
-                if !sh.stop.swap(true, Ordering::Relaxed) || failure.is_none() {
-                    failure.get_or_insert(e);
+    loop {
+        let failed = tokio::select! {
+            Some(r) = prod_tasks.join_next() => match r {
+                Ok(Ok((a, s, b))) => {
+                    report.attempts += a;
+                    report.successes += s;
+                    report.ingested_bytes += b;
+                    None
                 }
-            }
-            Err(e) => {
-                failure.get_or_insert(anyhow::anyhow!("a rank task panicked: {e}"));
-                sh.stop.store(true, Ordering::Relaxed);
-            }
+                Ok(Err(e)) => Some(e.context("a producer failed")),
+                Err(e) if e.is_cancelled() => None,
+                Err(e) => Some(anyhow::anyhow!("a producer task panicked: {e}")),
+            },
+            Some(r) = tasks.join_next() => match r {
+                Ok(Ok(Some((rank, log)))) => {
+                    logs.insert(rank, log);
+                    None
+                }
+                Ok(Ok(None)) => None,
+                Ok(Err(e)) => Some(e),
+                Err(e) if e.is_cancelled() => None,
+                Err(e) => Some(anyhow::anyhow!("a rank task panicked: {e}")),
+            },
+            else => break,
+        };
+        if let Some(e) = failed {
+            failure.get_or_insert(e);
+            sh.stop.store(true, Ordering::Relaxed);
+            prod_tasks.abort_all();
+            tasks.abort_all();
         }
     }
-    progress.abort();
+    progress_task.abort();
     gc_stop.store(true, Ordering::Relaxed);
-    let (mut freed, peak) = gc_task.await.unwrap_or((0, 0));
-    let elapsed = t0.elapsed();
+    let (freed, peak) = gc_task.await.unwrap_or((0, 0));
+    report.elapsed = t0.elapsed();
+    report.freed_bytes = freed;
+    report.peak_retained_bytes = peak;
     ingest.finish();
     read.finish();
     if let Some(e) = failure {
-        println!("\nVERDICT: FAIL\n  {e:#}");
-        bail!("the demo failed verification: {e:#}");
+        report.failure = Some(format!("{e:#}"));
+        return Ok(report);
     }
     // Final pass: everything is committed and checkpointed; sweep orphans of
     // the killed producer too (no upload is in flight any more).
@@ -391,12 +428,30 @@ pub(crate) async fn run(args: DemoArgs) -> Result<()> {
         })
         .run_once()
         .await?;
-    freed += final_gc.bytes_freed;
+    report.freed_bytes += final_gc.bytes_freed;
+    report.problems = verify(&logs, &expected);
+    report.ranks_restored = logs
+        .values()
+        .filter(|l| l.restored_exactly == Some(true))
+        .count();
+    report.stored_tgb_bytes = stream
+        .store()
+        .list("tgb")
+        .await?
+        .iter()
+        .map(|o| o.size)
+        .sum();
+    report.delivered_bytes = logs.values().map(|l| l.delivered).sum();
+    report.fetched_bytes = logs.values().map(|l| l.fetched_data).sum();
+    Ok(report)
+}
 
-    // Verification.
+/// What the ranks' logs show against the TGBs the producers were asked to write: one
+/// line per violated expectation.
+fn verify(logs: &BTreeMap<u32, RankLog>, expected: &BTreeSet<(String, u64)>) -> Vec<String> {
     let mut problems = Vec::new();
     let reference = logs.get(&0).map(|l| l.steps.clone()).unwrap_or_default();
-    for (rank, l) in &logs {
+    for (rank, l) in logs {
         if l.steps != reference {
             problems.push(format!(
                 "rank {rank} saw a different step sequence than rank 0"
@@ -414,11 +469,7 @@ pub(crate) async fn run(args: DemoArgs) -> Result<()> {
             ));
         }
     }
-    let restored = logs
-        .values()
-        .filter(|l| l.restored_exactly == Some(true))
-        .count();
-    if restored == 0 {
+    if !logs.values().any(|l| l.restored_exactly == Some(true)) {
         problems.push("no rank was restored from a checkpoint".into());
     }
     let seen: Vec<(String, u64)> = reference.values().flatten().cloned().collect();
@@ -429,65 +480,85 @@ pub(crate) async fn run(args: DemoArgs) -> Result<()> {
             seen.len() - unique.len()
         ));
     }
-    if unique != expected {
+    if &unique != expected {
         problems.push(format!(
             "{} TGBs expected, {} distinct seen",
             expected.len(),
             unique.len()
         ));
     }
-    let stored: u64 = stream
-        .store()
-        .list("tgb")
-        .await?
-        .iter()
-        .map(|o| o.size)
-        .sum();
-    let delivered: u64 = logs.values().map(|l| l.delivered).sum();
-    let fetched: u64 = logs.values().map(|l| l.fetched_data).sum();
-    let secs = elapsed.as_secs_f64().max(1e-9);
-    let mib = |b: u64| b as f64 / 1048576.0;
-    println!("\nResults ({:.1} s)", secs);
-    println!("  steps/s            {:>10.1}", args.steps as f64 / secs);
-    println!(
-        "  ingested           {:>10.1} MiB/s ({:.1} MiB committed)",
-        mib(ingested) / secs,
-        mib(ingested)
-    );
-    println!(
-        "  read (all ranks)   {:>10.1} MiB/s ({:.1} MiB delivered, every byte verified)",
-        mib(delivered) / secs,
-        mib(delivered)
-    );
-    println!(
-        "  commit success     {:>10.1} % ({successes} of {attempts} attempts)",
-        100.0 * successes as f64 / attempts.max(1) as f64
-    );
-    println!(
-        "  read amplification {:>10.3} x (TGB bytes fetched / bytes delivered)",
-        fetched as f64 / delivered.max(1) as f64
-    );
-    println!(
-        "  reclaimed          {:>10.1} MiB; peak retained {:.1} MiB; TGB objects stored now {:.1} MiB",
-        mib(freed),
-        mib(peak),
-        mib(stored)
-    );
-    println!("  producer restart   prep-0 killed at half its work and resumed from offset");
-    println!(
-        "  rank restore       {restored} rank restored from its checkpoint and replayed exactly"
-    );
-    if problems.is_empty() {
-        println!(
-            "\nVERDICT: PASS  all {} ranks saw the same {} steps; every TGB exactly once; every byte verified",
-            args.ranks, args.steps
-        );
-        Ok(())
-    } else {
-        println!("\nVERDICT: FAIL");
-        for p in &problems {
-            println!("  - {p}");
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::progress::NoProgress;
+
+    fn small() -> DemoConfig {
+        DemoConfig {
+            producers: 2,
+            ranks: 4,
+            steps: 30,
+            slice_kib: 1,
+            checkpoint_every: 5,
+            max_lag: 20,
+            ..Default::default()
         }
-        bail!("{} verification problem(s)", problems.len())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_small_demo_passes_and_restores_one_rank() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = run(dir.path(), &small(), &NoProgress).await.unwrap();
+        assert!(r.passed(), "{r:?}");
+        assert_eq!(r.ranks_restored, 1);
+        assert!(r.ingested_bytes >= 30 * 4 * 1024, "{r:?}");
+        assert!(r.delivered_bytes >= 30 * 4 * 1024, "{r:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn corruption_fails_the_run_with_its_cause() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = DemoConfig {
+            inject_corruption: true,
+            ..small()
+        };
+        let r = run(dir.path(), &cfg, &NoProgress).await.unwrap();
+        assert!(!r.passed());
+        let why = r.failure.unwrap_or_default();
+        assert!(why.contains("checksum mismatch"), "{why}");
+    }
+
+    #[test]
+    fn verification_names_what_is_off() {
+        let log = |steps: &[(u64, &str, u64)], restored| RankLog {
+            steps: steps
+                .iter()
+                .map(|(s, p, q)| (*s, vec![((*p).to_owned(), *q)]))
+                .collect(),
+            restored_exactly: restored,
+            ..Default::default()
+        };
+        let expected: BTreeSet<(String, u64)> = [("a".to_owned(), 1), ("a".to_owned(), 2)].into();
+        let good = BTreeMap::from([
+            (0, log(&[(0, "a", 1), (1, "a", 2)], None)),
+            (1, log(&[(0, "a", 1), (1, "a", 2)], Some(true))),
+        ]);
+        assert!(verify(&good, &expected).is_empty());
+        let bad = BTreeMap::from([
+            (0, log(&[(0, "a", 1), (1, "a", 1)], None)),
+            (1, log(&[(0, "a", 1)], Some(false))),
+        ]);
+        let p = verify(&bad, &expected).join("\n");
+        for want in [
+            "rank 1 saw a different step sequence",
+            "rank 1: restore from the checkpoint did not replay",
+            "no rank was restored",
+            "1 TGBs appeared more than once",
+            "2 TGBs expected, 1 distinct seen",
+        ] {
+            assert!(p.contains(want), "{want:?} missing in:\n{p}");
+        }
     }
 }

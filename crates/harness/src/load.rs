@@ -1,53 +1,112 @@
-//! `batchweave load`: many producers and ranks on one stream for minutes,
-//! with seeded fault injection on every request, then a verdict: nothing
-//! lost, duplicated or reordered, every byte verified; and a report of
-//! memory, commits, conflicts and stalls.
+//! The load run (`batchweave load`): many producers and ranks on one stream for
+//! minutes, with seeded fault injection on every request, then a verdict: nothing
+//! lost, duplicated or reordered, every byte verified; and a report of memory,
+//! commits, conflicts and stalls.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail, ensure};
-use batchweave::store::{FaultRule, FaultStore};
-use batchweave::{ConsumerConfig, ProducerSettings, Stream};
-use indicatif::{ProgressBar, ProgressStyle};
+use anyhow::{Context, Result, ensure};
+use batchweave::store::{FaultRule, FaultStats, FaultStore};
+use batchweave::{ConsumerConfig, ProducerSettings, ProducerStats, Stream};
 use tokio::task::JoinSet;
 
-use crate::inspect::open_stream;
 use crate::payload;
+use crate::progress::Progress;
 
-/// Options of `batchweave load`.
-#[derive(Debug, Clone, clap::Args)]
-pub(crate) struct LoadArgs {
-    /// Stream URL (e.g. s3://bucket/prefix with AWS_ENDPOINT for a loopback server).
-    #[arg(long)]
-    store: String,
+/// The shape of a load run (the defaults are `batchweave load`'s).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadConfig {
     /// Concurrent producers.
-    #[arg(long, default_value_t = 32)]
-    producers: u32,
+    pub producers: u32,
     /// Ranks (DP = ranks / 2, CP = 2 when even).
-    #[arg(long, default_value_t = 64)]
-    ranks: u32,
+    pub ranks: u32,
     /// How long producers keep producing.
-    #[arg(long, default_value_t = 180)]
-    duration_secs: u64,
-    /// Probability of an injected transient error per request (half before
-    /// the request takes effect, half after: lost replies).
-    #[arg(long, default_value_t = 0.01)]
-    error_rate: f64,
+    pub duration: Duration,
+    /// Probability of an injected transient error per request (half before the
+    /// request takes effect, half after: lost replies), in `[0, 0.5)`.
+    pub error_rate: f64,
     /// Bytes per (d, c) slice.
-    #[arg(long, default_value_t = 2048)]
-    slice_bytes: usize,
-    /// Seed of the fault injection.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    pub slice_bytes: usize,
+    /// Seed of the fault injection and the producers' jitter.
+    pub seed: u64,
+}
+
+impl Default for LoadConfig {
+    fn default() -> Self {
+        Self {
+            producers: 32,
+            ranks: 64,
+            duration: Duration::from_secs(180),
+            error_rate: 0.01,
+            slice_bytes: 2048,
+            seed: 1,
+        }
+    }
+}
+
+impl LoadConfig {
+    /// The TGB grid `(dp, cp)`: `(ranks / 2, 2)` for an even rank count, else `(ranks, 1)`.
+    pub fn grid(&self) -> (u32, u32) {
+        if self.ranks.is_multiple_of(2) {
+            (self.ranks / 2, 2)
+        } else {
+            (self.ranks, 1)
+        }
+    }
+}
+
+/// What a load run measured and found.
+#[derive(Debug, Clone, Default)]
+pub struct LoadReport {
+    /// Wall-clock time of the run.
+    pub elapsed: Duration,
+    /// Every producer's statistics at close.
+    pub producers: Vec<ProducerStats>,
+    /// Rank-steps consumed (each verified).
+    pub rank_steps: u64,
+    /// The faults injected.
+    pub faults: FaultStats,
+    /// Consumer stalls summed over ranks.
+    pub stalls: u64,
+    /// The worst rank's p95 fetch latency.
+    pub worst_p95_fetch: Duration,
+    /// Peak resident memory of this process, KiB (0 where unknown).
+    pub peak_rss_kib: u64,
+    /// Committed TGBs that rank 0 never saw.
+    pub lost: usize,
+    /// TGBs rank 0 saw more than once.
+    pub duplicated: usize,
+    /// TGBs rank 0 saw out of their producer's sequence order.
+    pub reordered: usize,
+    /// Ranks whose sequence of TGBs differs from rank 0's.
+    pub problems: Vec<String>,
+}
+
+impl LoadReport {
+    /// Nothing lost, duplicated or reordered, and every rank saw rank 0's sequence.
+    pub fn passed(&self) -> bool {
+        self.problems.is_empty() && self.lost + self.duplicated + self.reordered == 0
+    }
+
+    /// TGBs committed by all producers.
+    pub fn committed(&self) -> u64 {
+        self.sum(|s| s.tgbs_committed)
+    }
+
+    /// The sum of one statistic over the producers.
+    pub fn sum(&self, f: impl Fn(&ProducerStats) -> u64) -> u64 {
+        self.producers.iter().map(f).sum()
+    }
 }
 
 /// A rank's number, the TGBs it saw in order, and its statistics.
 type RankResult = (u32, Vec<(String, u64)>, batchweave::ConsumerStats);
 
-fn peak_rss_kib() -> u64 {
+/// Peak resident memory of this process in KiB (`VmHWM`; 0 where unknown).
+pub fn peak_rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -58,7 +117,11 @@ fn peak_rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
-pub(crate) async fn run(a: LoadArgs) -> Result<()> {
+/// Runs the load on `base` (a fresh stream): every request goes through a fault
+/// injector; producers produce for `duration`, ranks read until the end and verify
+/// every byte. `Err` if a producer or rank fails; the verdict is
+/// [`LoadReport::passed`].
+pub async fn run(base: &Stream, a: &LoadConfig, progress: &dyn Progress) -> Result<LoadReport> {
     ensure!(
         a.producers >= 1 && a.ranks >= 1,
         "need at least one producer and one rank"
@@ -67,7 +130,6 @@ pub(crate) async fn run(a: LoadArgs) -> Result<()> {
         (0.0..0.5).contains(&a.error_rate),
         "--error-rate must be in [0, 0.5)"
     );
-    let base = open_stream(&a.store).await?;
     let clock = base.store().clock().clone();
     let fault = Arc::new(FaultStore::new(
         base.store().backend().clone(),
@@ -81,21 +143,13 @@ pub(crate) async fn run(a: LoadArgs) -> Result<()> {
     ));
     let f2 = fault.clone();
     let stream = Stream::from_store(base.store().map_backend(move |_| f2));
-    let (dp, cp) = if a.ranks.is_multiple_of(2) {
-        (a.ranks / 2, 2)
-    } else {
-        (a.ranks, 1)
-    };
+    let (dp, cp) = a.grid();
     let stop_producing = Arc::new(AtomicBool::new(false));
     let final_total = Arc::new(AtomicU64::new(u64::MAX));
     let consumed = Arc::new(AtomicU64::new(0));
     let t0 = Instant::now();
-    println!(
-        "load: {} producers, {} ranks (DP={dp} x CP={cp}), {} s, error rate {}, store {}",
-        a.producers, a.ranks, a.duration_secs, a.error_rate, a.store
-    );
 
-    let mut producers: JoinSet<Result<batchweave::ProducerStats>> = JoinSet::new();
+    let mut producers: JoinSet<Result<ProducerStats>> = JoinSet::new();
     for i in 0..a.producers {
         let (stream, stop, a) = (stream.clone(), stop_producing.clone(), a.clone());
         producers.spawn(async move {
@@ -157,15 +211,11 @@ pub(crate) async fn run(a: LoadArgs) -> Result<()> {
             Ok((r, seen, c.stats()))
         });
     }
-    let bar = ProgressBar::new(a.duration_secs);
-    bar.set_style(
-        ProgressStyle::with_template("{prefix:>8} [{bar:40}] {pos}/{len} s {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    bar.set_prefix("load");
-    while t0.elapsed() < Duration::from_secs(a.duration_secs) && !producers.is_empty() {
+    let secs = a.duration.as_secs();
+    let bar = progress.meter("load", secs);
+    while t0.elapsed() < a.duration && !producers.is_empty() {
         clock.sleep(Duration::from_millis(500)).await;
-        bar.set_position(t0.elapsed().as_secs().min(a.duration_secs));
+        bar.set_position(t0.elapsed().as_secs().min(secs));
         bar.set_message(format!(
             "{} rank-steps, rss {} MiB",
             consumed.load(Ordering::Relaxed),
@@ -189,8 +239,7 @@ pub(crate) async fn run(a: LoadArgs) -> Result<()> {
         logs.insert(rank, seen);
         cstats.push(st);
     }
-    bar.finish_and_clear();
-    let secs = t0.elapsed().as_secs_f64();
+    bar.finish();
     let reference = logs.get(&0).cloned().unwrap_or_default();
     let mut problems = Vec::new();
     for (r, l) in &logs {
@@ -209,47 +258,49 @@ pub(crate) async fn run(a: LoadArgs) -> Result<()> {
         }
         *l = *q;
     }
-    let lost = pstats.iter().map(|s| s.last_sequence).sum::<u64>() as usize - unique.len();
-    let sum = |f: fn(&batchweave::ProducerStats) -> u64| pstats.iter().map(f).sum::<u64>();
-    let stalls: u64 = cstats.iter().map(|s| s.stalls).sum();
-    let p95 = cstats
-        .iter()
-        .map(|s| s.fetch_latency.p95)
-        .max()
-        .unwrap_or_default();
-    let fs = fault.stats();
-    println!(
-        "load: {:.0} s, {} TGBs committed by {} producers ({:.1} TGB/s), {} rank-steps verified",
-        secs,
-        total,
-        a.producers,
-        total as f64 / secs,
-        consumed.load(Ordering::Relaxed)
-    );
-    println!(
-        "  commits {} of {} attempts ({:.1} %), conflicts {}, ambiguous {}, lost replies recovered {}, ghost commits prevented {}",
-        sum(|s| s.successes),
-        sum(|s| s.attempts),
-        100.0 * sum(|s| s.successes) as f64 / sum(|s| s.attempts).max(1) as f64,
-        sum(|s| s.conflicts),
-        sum(|s| s.ambiguous),
-        sum(|s| s.lost_replies_recovered),
-        sum(|s| s.ghost_commits_prevented)
-    );
-    println!(
-        "  faults injected: {} before, {} after (lost replies); consumer stalls {stalls}; worst p95 fetch {:?}",
-        fs.before, fs.after, p95
-    );
-    println!(
-        "  peak RSS {} MiB; {lost} lost, {duplicated} duplicated, {reordered} reordered",
-        peak_rss_kib() / 1024
-    );
-    if !problems.is_empty() || lost + duplicated + reordered > 0 {
-        for p in &problems {
-            println!("  - {p}");
-        }
-        bail!("load run failed verification");
+    let lost =
+        (pstats.iter().map(|s| s.last_sequence).sum::<u64>() as usize).saturating_sub(unique.len());
+    Ok(LoadReport {
+        elapsed: t0.elapsed(),
+        rank_steps: consumed.load(Ordering::Relaxed),
+        faults: fault.stats(),
+        stalls: cstats.iter().map(|s| s.stalls).sum(),
+        worst_p95_fetch: cstats
+            .iter()
+            .map(|s| s.fetch_latency.p95)
+            .max()
+            .unwrap_or_default(),
+        peak_rss_kib: peak_rss_kib(),
+        producers: pstats,
+        lost,
+        duplicated,
+        reordered,
+        problems,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::progress::NoProgress;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_short_load_with_faults_loses_nothing() {
+        let stream = Stream::open("memory:///").await.unwrap();
+        let cfg = LoadConfig {
+            producers: 3,
+            ranks: 4,
+            duration: Duration::from_secs(2),
+            error_rate: 0.05,
+            slice_bytes: 64,
+            seed: 3,
+        };
+        let r = run(&stream, &cfg, &NoProgress).await.unwrap();
+        assert!(r.passed(), "{r:?}");
+        assert!(r.committed() > 0 && r.rank_steps >= r.committed(), "{r:?}");
+        assert!(
+            r.faults.before + r.faults.after > 0,
+            "faults were injected: {r:?}"
+        );
     }
-    println!("VERDICT: PASS");
-    Ok(())
 }

@@ -19,7 +19,7 @@ fn splitmix(state: &mut u64) -> u64 {
 }
 
 /// The bytes of slice `slice` of TGB `sequence` of `producer`, `len` long.
-pub(crate) fn slice_bytes(producer: &str, sequence: u64, slice: u32, len: usize) -> Bytes {
+pub fn slice_bytes(producer: &str, sequence: u64, slice: u32, len: usize) -> Bytes {
     let mut state = fnv1a(producer)
         ^ sequence.wrapping_mul(0xa076_1d64_78bd_642f)
         ^ u64::from(slice).wrapping_mul(0xe703_7ed1_a0b4_28db);
@@ -32,13 +32,7 @@ pub(crate) fn slice_bytes(producer: &str, sequence: u64, slice: u32, len: usize)
 }
 
 /// All `dp * cp` slices of one TGB.
-pub(crate) fn tgb_slices(
-    producer: &str,
-    sequence: u64,
-    dp: u32,
-    cp: u32,
-    len: usize,
-) -> Vec<Bytes> {
+pub fn tgb_slices(producer: &str, sequence: u64, dp: u32, cp: u32, len: usize) -> Vec<Bytes> {
     (0..dp * cp)
         .map(|s| slice_bytes(producer, sequence, s, len))
         .collect()
@@ -46,7 +40,7 @@ pub(crate) fn tgb_slices(
 
 /// Checks one read of a batch (its source and bytes) against the payload
 /// it must be; the error names the key and the slices.
-pub(crate) fn verify_read(
+pub fn verify_read(
     src: &batchweave::consumer::BatchSource,
     slice_len: usize,
     data: &[u8],
@@ -72,7 +66,7 @@ pub(crate) fn verify_read(
 
 /// Checks one delivered read against the payload it must be. `part` is the
 /// CP-split part (index, of parts) when the consumer remaps CP upwards.
-pub(crate) fn verify(
+pub fn verify(
     producer: &str,
     sequence: u64,
     first_slice: u32,

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use serde_json::json;
 
 use super::plot::{Chart, Panel, Series};
-use super::{Env, Outcome, progress, ratio, round, size_label};
+use super::{Env, Outcome, ratio, round, size_label};
 
 /// Per-rank results of one read mode at one point.
 #[derive(Debug, Clone, Default)]
@@ -149,7 +149,7 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
         (false, false) => (vec![8, 32], vec![100_000, 1_000_000], 5e8),
         (false, true) => (vec![8], vec![100_000], 5e7),
     };
-    let bar = progress((worlds.len() * sizes.len()) as u64, "consumers");
+    let bar = env.meter((worlds.len() * sizes.len()) as u64, "consumers");
     let mut points = Vec::new();
     let mut table = vec![format!(
         "   {:>4} {:>6} {:>5} | {:>28} | {:>28} | {:>20}",
@@ -220,7 +220,7 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
             series: vec![amp_range, amp_dense],
         });
     }
-    bar.finish_and_clear();
+    bar.finish();
     Ok(Outcome {
         json: json!({
             "mesh": "DP = world size, CP = TP = PP = 1; one slice per rank per step",

@@ -13,6 +13,8 @@ use batchweave::store::{Clock, LatencyModel, LatencyStore, StreamStore, TokioClo
 use futures::StreamExt;
 use serde_json::{Value, json};
 
+use crate::progress::{Meter, NoProgress, Progress};
+
 /// Unix milliseconds at which the simulated clock starts (any fixed value).
 const SIM_EPOCH_MS: u64 = 1_750_000_000_000;
 
@@ -23,17 +25,46 @@ enum Base {
     Dir(tempfile::TempDir),
 }
 
-/// The run's store factory and mode (cheap to clone).
-#[derive(Debug, Clone)]
-pub(crate) struct Env {
+/// Where and how the benches run: the store factory (a fresh stream per arm), the mode
+/// and the progress sink (cheap to clone).
+#[derive(Clone)]
+pub struct Env {
     /// Virtual time on the simulated store.
     pub(crate) sim: bool,
-    /// Small sweeps and short windows.
+    /// Small sweeps and short windows (a smoke test: its ratios are not representative).
     pub(crate) quick: bool,
-    /// Root seed.
+    /// Root seed (latency jitter, producer jitter).
     pub(crate) seed: u64,
     base: Arc<Base>,
     next: Arc<AtomicU64>,
+    progress: Arc<dyn Progress>,
+}
+
+impl std::fmt::Debug for Env {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Env")
+            .field("sim", &self.sim)
+            .field("quick", &self.quick)
+            .field("seed", &self.seed)
+            .field("base", &self.base)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A current-thread runtime with paused time (virtual time for the simulated store).
+#[cfg(feature = "sim")]
+pub(crate) fn paused_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()?)
+}
+
+/// Without the `sim` feature there is no paused time; [`Env::new`] refuses the
+/// simulator, so this is never reached.
+#[cfg(not(feature = "sim"))]
+pub(crate) fn paused_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    anyhow::bail!("{}", super::SIM_UNAVAILABLE)
 }
 
 /// One fresh stream: its store and, on the simulator, the raw backend (to
@@ -46,13 +77,13 @@ pub(crate) struct Fresh {
 }
 
 impl Env {
-    /// Chooses the base: the simulator, `url`, or a temporary directory.
-    pub(crate) fn new(
-        sim: bool,
-        quick: bool,
-        url: Option<String>,
-        seed: u64,
-    ) -> anyhow::Result<Self> {
+    /// Chooses the base: the simulator (`sim`; needs the crate feature `sim`, see
+    /// [`SIM_AVAILABLE`](super::SIM_AVAILABLE)), the stream URL `url` (each arm gets a
+    /// fresh prefix under it), or a fresh temporary directory.
+    pub fn new(sim: bool, quick: bool, url: Option<String>, seed: u64) -> anyhow::Result<Self> {
+        if sim && !super::SIM_AVAILABLE {
+            anyhow::bail!("{}", super::SIM_UNAVAILABLE);
+        }
         let base = match (sim, url) {
             (true, _) => Base::Sim(LatencyModel::default()),
             (false, Some(u)) => Base::Url(u),
@@ -69,11 +100,23 @@ impl Env {
             seed,
             base: Arc::new(base),
             next: Arc::new(AtomicU64::new(0)),
+            progress: Arc::new(NoProgress),
         })
     }
 
+    /// Reports the benches' progress to `progress` (default: nowhere).
+    pub fn with_progress(mut self, progress: Arc<dyn Progress>) -> Self {
+        self.progress = progress;
+        self
+    }
+
+    /// A progress meter of `len` units for one bench's phase.
+    pub(crate) fn meter(&self, len: u64, what: &str) -> Arc<dyn Meter> {
+        self.progress.meter(what, len)
+    }
+
     /// A short label for tables.
-    pub(crate) fn label(&self) -> String {
+    pub fn label(&self) -> String {
         match &*self.base {
             Base::Sim(_) => "sim store, virtual time".into(),
             Base::Url(u) => format!("store {u}, wall-clock time"),
@@ -82,7 +125,7 @@ impl Env {
     }
 
     /// The store description for the JSON results.
-    pub(crate) fn describe(&self) -> Value {
+    pub fn describe(&self) -> Value {
         match &*self.base {
             Base::Sim(m) => json!({
                 "kind": "sim",

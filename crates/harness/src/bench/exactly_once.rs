@@ -14,19 +14,18 @@
 //! (docs/format.md section 4): they are encoded unvalidated, and nothing reads
 //! them. The overhead therefore includes the validation a real producer runs.
 
-use std::collections::BTreeMap;
-
 use batchweave::manifest::{
-    Manifest, Pending, ProducerState, TgbDescriptor, encode_manifest, manifest_key, rebase,
-    tgb_key, try_encode_manifest,
+    Manifest, Pending, TgbDescriptor, encode_manifest, manifest_key, rebase, try_encode_manifest,
 };
+use batchweave::producer::tgb_descriptor;
 use batchweave::store::StreamStore;
 use batchweave::tgb::encode_tgb;
+use batchweave_manifest::testing::SyntheticHistory;
 use bytes::Bytes;
 use serde_json::json;
 
 use super::plot::{Chart, Panel, Series};
-use super::{Env, Outcome, progress, ratio, round, size_label};
+use super::{Env, Outcome, ratio, round, size_label};
 
 const MAP_ENTRIES: usize = 32;
 const ME: &str = "p0000";
@@ -48,47 +47,39 @@ struct Arm {
     bytes: u64,
 }
 
-fn seeded_map(prefix: char) -> BTreeMap<String, ProducerState> {
-    (0..MAP_ENTRIES)
-        .map(|i| {
-            let id = format!("{prefix}{i:04}");
-            let own = i == 0;
-            let st = ProducerState {
-                epoch: 1,
-                incarnation: INCARNATION,
-                source_offset: if own { 0 } else { 1_000_000 + i as u64 },
-                last_sequence: if own { 0 } else { 1_000 + i as u64 },
-                // A valid history: every entry's TGBs committed (and since trimmed),
-                // the stream's one committer of version 1 being its own entry.
-                last_commit_version: u64::from(own),
-                tgbs_committed: if own { 0 } else { 1_000 + i as u64 },
-                last_commit_ms: 1_750_000_000_000,
-                max_commit_age_ms: 0,
-            };
-            (id, st)
-        })
-        .collect()
+/// A version whose state map has `MAP_ENTRIES` entries under ids `<prefix>0000..`: a
+/// valid (trimmed) history in which `<prefix>0000` claimed its id and committed
+/// nothing, and each other entry committed `1000 + i` TGBs, all trimmed since. The
+/// `p` and `d` maps differ only in the ids' first letter, so they encode to the
+/// same size.
+fn seeded(prefix: char) -> Manifest {
+    let mut h = SyntheticHistory::new()
+        .incarnation(INCARNATION)
+        .idle(format!("{prefix}0000"))
+        .retain(0);
+    for i in 1..MAP_ENTRIES {
+        h = h.writer(format!("{prefix}{i:04}"), 1_000 + i as u64);
+    }
+    h.build()
 }
 
 async fn new_arm(env: &Env, kind: Kind) -> anyhow::Result<(Arm, super::env::Fresh)> {
     let fresh = env.fresh("exactly-once").await?;
-    let producers = match kind {
-        Kind::State => seeded_map('p'),
-        Kind::Dummy => seeded_map('d'),
-        Kind::None => BTreeMap::new(),
-    };
-    // Every TGB of the seeded history is committed and trimmed.
-    let total: u64 = producers.values().map(|e| e.tgbs_committed).sum();
-    let base = Manifest {
-        version: 1,
-        first_step: total,
-        total_tgbs: total,
-        producers,
-        ..Default::default()
+    let base = match kind {
+        Kind::State => seeded('p'),
+        Kind::Dummy => seeded('d'),
+        // No map: a version that only counts the (trimmed) steps of the others.
+        Kind::None => {
+            let m = seeded('d');
+            Manifest {
+                producers: Default::default(),
+                ..m
+            }
+        }
     };
     fresh
         .store
-        .create(&manifest_key(1), encode(kind, &base)?)
+        .create(&manifest_key(base.version), encode(kind, &base)?)
         .await?;
     Ok((
         Arm {
@@ -120,25 +111,10 @@ impl Arm {
         let clock = self.store.clock().clone();
         let t0 = clock.now();
         let enc = encode_tgb(dp, 1, slices.to_vec())?;
-        let key = tgb_key(ME, 1, seq);
+        let desc = tgb_descriptor(&enc, ME, 1, seq, seq);
         self.store
-            .put_payload(&key, enc.parts.iter().cloned().collect())
+            .put_payload(&desc.key, enc.parts.iter().cloned().collect())
             .await?;
-        let desc = TgbDescriptor {
-            key,
-            object_size: enc.object_size,
-            dp: enc.dp,
-            cp: enc.cp,
-            footer_offset: enc.footer_offset,
-            footer_length: enc.footer_length,
-            footer_crc32: enc.footer_crc32,
-            producer_id: ME.into(),
-            epoch: 1,
-            sequence: seq,
-            visible_version: 0,
-            payload_bytes: enc.payload_bytes,
-            source_offset: seq,
-        };
         let t1 = clock.now();
         let now_ms = clock.unix_millis();
         let candidate = match self.kind {
@@ -206,7 +182,7 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
         (false, false) => (vec![100_000, 1_000_000, 10_000_000], vec![8, 32, 128], 60),
         (false, true) => (vec![100_000], vec![8, 128], 15),
     };
-    let bar = progress((payloads.len() * tgbs.len()) as u64, "exactly-once");
+    let bar = env.meter((payloads.len() * tgbs.len()) as u64, "exactly-once");
     let mut points = Vec::new();
     let mut table = vec![format!(
         "   {:>7} {:>4} | {:>10} {:>10} {:>10} | {:>9} {:>9} | {:>11} {:>11}",
@@ -288,7 +264,7 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
             bar.inc(1);
         }
     }
-    bar.finish_and_clear();
+    bar.finish();
     let over: Vec<f64> = points
         .iter()
         .filter_map(|p| p["overhead"].as_f64())
@@ -322,31 +298,15 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use batchweave::manifest::{DecodeLimits, validate};
 
     #[test]
     fn dummy_map_is_the_same_size_as_the_state_map() {
-        let a = {
-            let producers = seeded_map('p');
-            let total = producers.values().map(|e| e.tgbs_committed).sum();
-            Manifest {
-                version: 1,
-                first_step: total,
-                total_tgbs: total,
-                producers,
-                ..Default::default()
-            }
-        };
-        let b = {
-            let producers = seeded_map('d');
-            let total = producers.values().map(|e| e.tgbs_committed).sum();
-            Manifest {
-                version: 1,
-                first_step: total,
-                total_tgbs: total,
-                producers,
-                ..Default::default()
-            }
-        };
+        let (a, b) = (seeded('p'), seeded('d'));
+        validate(&a, &DecodeLimits::default()).unwrap();
+        assert_eq!(a.producers.len(), MAP_ENTRIES);
+        assert_eq!(a.producers[ME].incarnation, INCARNATION);
+        assert_eq!((a.producers[ME].last_sequence, a.tgbs.len()), (0, 0));
         let ea = try_encode_manifest(&a, &Default::default()).unwrap();
         let eb = try_encode_manifest(&b, &Default::default()).unwrap();
         assert_eq!(ea.len(), eb.len());

@@ -4,26 +4,27 @@
 //!
 //! Building 100k versions commit by commit would take hours untrimmed (the
 //! work is quadratic), so each arm starts from a synthesized history: the
-//! newest version `V` holding what it would hold at that point (all `V`
-//! TGB descriptors untrimmed; the retained window with trimming on, plus the
-//! GC boundary), then measures live commits on top of it.
+//! newest version `V` holding what it would hold at that point (built by
+//! `batchweave_manifest::testing::SyntheticHistory`: the 8 producers' claims,
+//! then one TGB per version, all `V - 8` descriptors untrimmed or the retained
+//! window with trimming on, plus the GC boundary), then measures live commits
+//! on top of it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::time::Duration;
 
 use anyhow::Context;
 use batchweave::manifest::{
-    GcBoundary, GroupLayout, Manifest, ProducerState, TgbDescriptor, Watermark,
-    encode_group_layout, encode_watermark, group_layout_key, manifest_key, position_name, tgb_key,
-    try_encode_manifest, watermark_key,
+    GcBoundary, GroupLayout, Manifest, Watermark, encode_group_layout, encode_watermark,
+    group_layout_key, manifest_key, position_name, try_encode_manifest, watermark_key,
 };
-use batchweave::tgb::encode_tgb;
 use batchweave::{GcSettings, PolicyKind, ProducerSettings, Reclaimer, Stream};
+use batchweave_manifest::testing::SyntheticHistory;
 use bytes::Bytes;
 use serde_json::json;
 
 use super::plot::{Chart, Panel, Series};
-use super::{Env, Outcome, progress, ratio, round};
+use super::{Env, Outcome, ratio, round};
 
 const PRODUCERS: usize = 8;
 const MAX_LAG: u64 = 80;
@@ -31,72 +32,19 @@ const MAX_LAG: u64 = 80;
 const TRAIL: u64 = 10;
 const GROUP: &str = "train";
 
-/// The manifest at version `v`: one TGB per version; trimmed to the last
-/// `MAX_LAG + TRAIL` TGBs when `trim`.
-fn synthesize(v: u64, trim: bool) -> anyhow::Result<Manifest> {
-    let enc = encode_tgb(1, 1, vec![Bytes::from_static(&[7u8; 64])])?;
-    let first = if trim {
-        v.saturating_sub(MAX_LAG + TRAIL)
-    } else {
-        0
-    };
-    let tgbs: Vec<TgbDescriptor> = (first..v)
-        .map(|s| TgbDescriptor {
-            key: tgb_key("history", 1, s + 1),
-            object_size: enc.object_size,
-            dp: 1,
-            cp: 1,
-            footer_offset: enc.footer_offset,
-            footer_length: enc.footer_length,
-            footer_crc32: enc.footer_crc32,
-            producer_id: "history".into(),
-            epoch: 1,
-            sequence: s + 1,
-            visible_version: s + 1,
-            payload_bytes: enc.payload_bytes,
-            source_offset: s + 1,
-        })
-        .collect();
-    // The history's one writer committed every TGB (it made version `v`); the
-    // benchmark's producers have claimed their ids and committed nothing yet.
-    let mut producers: BTreeMap<String, ProducerState> = (0..PRODUCERS)
-        .map(|i| {
-            (
-                format!("p{i:04}"),
-                ProducerState {
-                    epoch: 1,
-                    incarnation: 1,
-                    last_commit_version: v.saturating_sub(1),
-                    last_commit_ms: 1_750_000_000_000,
-                    ..Default::default()
-                },
-            )
-        })
-        .collect();
-    producers.insert(
-        "history".into(),
-        ProducerState {
-            epoch: 1,
-            incarnation: 1,
-            source_offset: v,
-            last_sequence: v,
-            last_commit_version: v,
-            tgbs_committed: v,
-            last_commit_ms: 1_750_000_000_000,
-            max_commit_age_ms: 0,
-        },
-    );
-    Ok(Manifest {
-        version: v,
-        first_step: first,
-        retained_bytes: enc.object_size * (v - first),
-        total_tgbs: v,
-        committed_at_ms: 1_750_000_000_000,
-        grid_dp: 1,
-        grid_cp: 1,
-        tgbs,
-        producers,
-    })
+/// The manifest at version `v`: the benchmark's producers have claimed their ids and
+/// committed nothing; one writer committed a TGB per version since; trimmed to the
+/// last `MAX_LAG + TRAIL` TGBs when `trim`.
+fn synthesize(v: u64, trim: bool) -> Manifest {
+    let mut h = SyntheticHistory::new();
+    for i in 0..PRODUCERS {
+        h = h.idle(format!("p{i:04}"));
+    }
+    h = h.writer("history", v.saturating_sub(PRODUCERS as u64));
+    if trim {
+        h = h.retain(MAX_LAG + TRAIL);
+    }
+    h.build()
 }
 
 /// Moves the synthetic group's watermark to `TRAIL` steps behind the head
@@ -132,7 +80,7 @@ async fn arm(env: &Env, v: u64, trim: bool, window: Duration) -> anyhow::Result<
         .fresh(if trim { "growth-trim" } else { "growth-notrim" })
         .await?;
     let store = fresh.store.clone();
-    let m = synthesize(v, trim)?;
+    let m = synthesize(v, trim);
     let bytes = try_encode_manifest(&m, &Default::default())?;
     let manifest_bytes = bytes.len() as u64;
     store.create(&manifest_key(v), bytes).await?;
@@ -240,7 +188,7 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
         (false, true) => (10_000, Duration::from_secs(1)),
     };
     let lo = 1_000u64;
-    let bar = progress(4, "manifest-growth");
+    let bar = env.meter(4, "manifest-growth");
     let mut res = HashMap::new();
     for trim in [true, false] {
         for v in [lo, hi] {
@@ -249,7 +197,7 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
             bar.inc(1);
         }
     }
-    bar.finish_and_clear();
+    bar.finish();
     let get = |v: u64, t: bool| res.get(&(v, t)).copied().unwrap_or_default();
     let r_on = ratio(get(hi, true).tau_ms, get(lo, true).tau_ms);
     let r_off = ratio(get(hi, false).tau_ms, get(lo, false).tau_ms);
@@ -322,12 +270,13 @@ mod tests {
 
     #[test]
     fn synthesized_histories_are_valid_and_trimmed() {
-        let full = synthesize(1_000, false).unwrap();
+        let full = synthesize(1_000, false);
         validate(&full, &DecodeLimits::default()).unwrap();
-        assert_eq!(full.tgbs.len(), 1_000);
-        let trimmed = synthesize(1_000, true).unwrap();
+        assert_eq!((full.version, full.tgbs.len()), (1_000, 1_000 - PRODUCERS));
+        let trimmed = synthesize(1_000, true);
         validate(&trimmed, &DecodeLimits::default()).unwrap();
+        assert_eq!(trimmed.version, 1_000);
         assert_eq!(trimmed.tgbs.len() as u64, MAX_LAG + TRAIL);
-        assert_eq!(trimmed.total_tgbs, 1_000);
+        assert_eq!(trimmed.total_tgbs, 1_000 - PRODUCERS as u64);
     }
 }

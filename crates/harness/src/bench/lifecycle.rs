@@ -1,17 +1,19 @@
 //! `bench lifecycle` (figure 9): stored bytes over a 1,010-step run with a
 //! checkpoint every 10 steps and `max_lag` 80, with and without physical
-//! deletion. Both arms advance the low-water mark (logical trim), so the
-//! producer is paced identically; only the "with GC" arm deletes.
+//! deletion. Both arms advance the GC boundary the same way (the reclaimer's
+//! pass decides it), so the producer is paced identically; only the "with GC"
+//! arm deletes.
 
 use std::time::Duration;
 
 use anyhow::Context;
-use batchweave::{ConsumerConfig, GcSettings, ProducerSettings, Stream};
+use batchweave::manifest::parse_tgb_key;
+use batchweave::{ConsumerConfig, GcSettings, ProducerSettings, Reclaimer, Stream};
 use bytes::Bytes;
 use serde_json::json;
 
 use super::plot::{Chart, Panel, Series};
-use super::{Env, Outcome, progress, ratio, round, size_label};
+use super::{Env, Outcome, ratio, round, size_label};
 
 const STEPS: u64 = 1_010;
 const INTERVAL: u64 = 10;
@@ -30,10 +32,6 @@ struct Sample {
     uncommitted_tgbs: u64,
 }
 
-fn sequence_of(key: &str) -> Option<u64> {
-    key.strip_suffix(".tgb")?.rsplit('-').next()?.parse().ok()
-}
-
 async fn sample(stream: &Stream, step: u64, t: f64) -> anyhow::Result<Sample> {
     let info = stream.inspect().await?;
     let committed = info.producers.get("writer").map_or(0, |p| p.last_sequence);
@@ -46,7 +44,7 @@ async fn sample(stream: &Stream, step: u64, t: f64) -> anyhow::Result<Sample> {
     for o in &objects {
         s.bytes += o.size;
         if o.key.starts_with("tgb/") {
-            match sequence_of(&o.key) {
+            match parse_tgb_key(&o.key).map(|(_, _, sequence)| sequence) {
                 Some(q) if q <= committed => s.committed_tgbs += 1,
                 _ => s.uncommitted_tgbs += 1,
             }
@@ -55,22 +53,14 @@ async fn sample(stream: &Stream, step: u64, t: f64) -> anyhow::Result<Sample> {
     Ok(s)
 }
 
-/// Advances only the boundary's low-water step (what producers trim and
-/// pace by), deleting nothing: the "without GC" control.
-async fn logical_trim(stream: &Stream) -> anyhow::Result<()> {
-    let gc = stream.reclaimer(GcSettings::default());
-    let (mut b, lw, newest) = (
-        gc.boundary().await?,
-        gc.low_water().await?,
-        gc.newest_manifest().await?,
-    );
-    if let (Some(step), Some(m)) = (lw.step, newest) {
-        let next = b.low_water_step.max(step.min(m.total_tgbs));
-        if next != b.low_water_step {
-            b.low_water_step = next;
-            b.updated_at_ms = stream.store().clock().unix_millis();
-            gc.advance_boundary(b).await?;
-        }
+/// The "without GC" control: the reclaimer's pass as a dry run decides the boundary
+/// (from the rank's watermark and the newest version, exactly as the "with GC" arm's
+/// pass does), and only the boundary is advanced to it, so producers trim their
+/// manifests and pace `max_lag` identically; no object is deleted.
+async fn logical_trim(gc: &Reclaimer) -> anyhow::Result<()> {
+    let plan = gc.run_once().await?;
+    if plan.boundary != plan.boundary_before {
+        gc.advance_boundary(plan.boundary).await?;
     }
     Ok(())
 }
@@ -79,7 +69,7 @@ async fn arm(
     env: &Env,
     tgb: usize,
     delete: bool,
-    bar: &indicatif::ProgressBar,
+    bar: &dyn crate::progress::Meter,
 ) -> anyhow::Result<Vec<Sample>> {
     let fresh = env
         .fresh(if delete {
@@ -110,6 +100,11 @@ async fn arm(
         anyhow::Ok(())
     });
     let gc = stream.reclaimer(GcSettings::default());
+    let plan = stream.reclaimer(GcSettings {
+        dry_run: true,
+        orphan_grace: None,
+        ..Default::default()
+    });
     let t0 = clock.now();
     let mut samples = vec![sample(&stream, 0, 0.0).await?];
     for step in 1..=STEPS {
@@ -120,7 +115,7 @@ async fn arm(
             if delete {
                 gc.run_once().await?;
             } else {
-                logical_trim(&stream).await?;
+                logical_trim(&plan).await?;
             }
             let t = clock.now().saturating_duration_since(t0).as_secs_f64();
             samples.push(sample(&stream, step, t).await?);
@@ -140,12 +135,12 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
         (false, false) => 256_000,
         (false, true) => 16_000,
     };
-    let bar = progress(2 * STEPS / INTERVAL, "lifecycle");
-    bar.set_message("with GC");
-    let with = arm(&env, tgb, true, &bar).await?;
-    bar.set_message("without GC");
-    let without = arm(&env, tgb, false, &bar).await?;
-    bar.finish_and_clear();
+    let bar = env.meter(2 * STEPS / INTERVAL, "lifecycle");
+    bar.set_message("with GC".into());
+    let with = arm(&env, tgb, true, bar.as_ref()).await?;
+    bar.set_message("without GC".into());
+    let without = arm(&env, tgb, false, bar.as_ref()).await?;
+    bar.finish();
     let bound = MAX_LAG + INTERVAL + 1;
     let peak = |s: &[Sample]| s.iter().map(|x| x.bytes).max().unwrap_or(0);
     let mean = |s: &[Sample]| s.iter().map(|x| x.bytes as f64).sum::<f64>() / s.len().max(1) as f64;
@@ -232,17 +227,4 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
             series: vec![line("with GC", &with), line("without GC", &without)],
         }]),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sequence_is_parsed_from_tgb_keys() {
-        assert_eq!(sequence_of("tgb/writer/1-42.tgb"), Some(42));
-        assert_eq!(sequence_of("tgb/wri-ter/3-7.tgb"), Some(7));
-        assert_eq!(sequence_of("tgb/writer/1-x.tgb"), None);
-        assert_eq!(sequence_of("manifests/1"), None);
-    }
 }

@@ -1,13 +1,13 @@
-//! `batchweave bench`: the paper's section 7 experiments as side-by-side ratios.
+//! The paper's section 7 experiments as side-by-side ratios.
 //!
-//! Every bench measures its baseline in the same run on the same store, prints a
-//! short table, writes `<out>/<bench>.json` and `<out>/<bench>.svg`, and with
-//! `--json` prints one JSON object to stdout. With `--sim` (or `--store sim://`)
-//! the store is an in-memory backend behind a latency model (first-byte
-//! latency, per-connection bandwidth, jitter, S3's per-prefix request rates)
-//! on a paused current-thread tokio runtime: every wait is virtual, so
-//! hundreds of producers and ranks fit on two cores, and throughputs are
-//! virtual bytes per virtual second.
+//! Every bench measures its baseline in the same run on the same store and returns an
+//! [`Outcome`]: a JSON result object, a short table and a plot ([`Outcome::write`] puts
+//! them in `<out>/<bench>.json` and `<out>/<bench>.svg`). On the simulated store
+//! ([`Env::new`] with `sim`) the store is an in-memory backend behind a latency model
+//! (first-byte latency, per-connection bandwidth, jitter, S3's per-prefix request
+//! rates) on a paused current-thread tokio runtime: every wait is virtual, so hundreds
+//! of producers and ranks fit on two cores, and throughputs are virtual bytes per
+//! virtual second. The paused runtime needs the crate feature `sim`.
 //!
 //! | bench | paper | headline JSON fields |
 //! |---|---|---|
@@ -27,36 +27,52 @@ mod lifecycle;
 mod plot;
 mod producers;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
-pub(crate) use env::Env;
-use plot::Chart;
+pub use env::Env;
+pub use plot::{Chart, Panel, Series};
 
-/// Which experiment to run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum Which {
-    /// Producers x payload sweep: ingestion per commit policy vs raw PUT.
+/// Whether this build can run the benches on the simulated store (crate feature `sim`:
+/// tokio's paused time).
+pub const SIM_AVAILABLE: bool = cfg!(feature = "sim");
+
+/// Why [`Env::new`] refuses the simulator without the `sim` feature.
+pub const SIM_UNAVAILABLE: &str = "the simulated store runs in paused (virtual) tokio time, \
+     which this build leaves out: build batchweave-harness with its feature `sim`";
+
+/// One experiment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Which {
+    /// Figure 6: producers x payload sweep, ingestion per commit policy vs raw PUT.
     Producers,
     /// Figure 7: 32 producers, throughput and commit success over time per policy.
     Dac,
-    /// World size x slice size: range reads vs dense reads vs raw GET.
+    /// Section 7.4: world size x slice size, range reads vs dense reads vs raw GET.
     Consumers,
     /// Figure 9: stored bytes over time with and without GC.
     Lifecycle,
     /// Figure 8: commit latency with the producer-state map vs a same-size dummy.
     ExactlyOnce,
-    /// Fragile window at version 1k vs 100k, trimming on and off.
+    /// Section 5.2: the fragile window at version 1k vs 100k, trimming on and off.
     ManifestGrowth,
-    /// All of the above, in this order.
-    All,
 }
 
 impl Which {
-    fn name(self) -> &'static str {
+    /// Every experiment, in the order `bench all` runs them.
+    pub const ALL: [Which; 6] = [
+        Self::Producers,
+        Self::Dac,
+        Self::Consumers,
+        Self::Lifecycle,
+        Self::ExactlyOnce,
+        Self::ManifestGrowth,
+    ];
+
+    /// The experiment's name: `<out>/<name>.json`, and the `bench` field of its result.
+    pub fn name(self) -> &'static str {
         match self {
             Self::Producers => "producers",
             Self::Dac => "dac",
@@ -64,149 +80,67 @@ impl Which {
             Self::Lifecycle => "lifecycle",
             Self::ExactlyOnce => "exactly-once",
             Self::ManifestGrowth => "manifest-growth",
-            Self::All => "all",
         }
     }
-
-    fn expand(self) -> Vec<Which> {
-        match self {
-            Self::All => vec![
-                Self::Producers,
-                Self::Dac,
-                Self::Consumers,
-                Self::Lifecycle,
-                Self::ExactlyOnce,
-                Self::ManifestGrowth,
-            ],
-            w => vec![w],
-        }
-    }
-}
-
-/// Arguments of `batchweave bench`.
-#[derive(Debug, clap::Args)]
-pub(crate) struct BenchArgs {
-    /// The experiment.
-    #[arg(value_enum)]
-    which: Which,
-    /// Store URL (a directory, `file:///dir`, `s3://...`, or `sim://` for the
-    /// simulated store); default: a fresh temporary directory.
-    #[arg(long)]
-    store: Option<String>,
-    /// Simulated store in virtual time (same as `--store sim://`).
-    #[arg(long)]
-    sim: bool,
-    /// Small sweeps and short windows (a smoke test of a few minutes in total).
-    #[arg(long)]
-    quick: bool,
-    /// Print one JSON object with all results to stdout (tables go to stderr).
-    #[arg(long)]
-    json: bool,
-    /// Directory for `<bench>.json` and `<bench>.svg`.
-    #[arg(long, default_value = "target/bench")]
-    out: PathBuf,
-    /// Root seed of the simulation (latency jitter, producer jitter).
-    #[arg(long, default_value_t = 7)]
-    seed: u64,
 }
 
 /// What one bench produced.
-pub(crate) struct Outcome {
-    /// The result object (also written to `<out>/<bench>.json`).
-    pub(crate) json: Value,
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The result object, with the run's `bench`, `store`, `quick`, `wall_seconds` and
+    /// `machine` fields.
+    pub json: Value,
     /// Table lines for the terminal.
-    pub(crate) table: Vec<String>,
+    pub table: Vec<String>,
     /// The plot.
-    pub(crate) chart: Chart,
+    pub chart: Chart,
 }
 
-/// A progress bar over `len` units of work, drawn on stderr.
-pub(crate) fn progress(len: u64, what: &str) -> ProgressBar {
-    let bar = ProgressBar::new(len);
-    if let Ok(style) =
-        ProgressStyle::with_template("{prefix:>16} [{bar:30}] {pos}/{len} {elapsed_precise} {msg}")
-    {
-        bar.set_style(style.progress_chars("=> "));
+impl Outcome {
+    /// Writes `<dir>/<name>.json` (pretty-printed) and `<dir>/<name>.svg`; returns both
+    /// paths.
+    pub fn write(&self, dir: &Path, name: &str) -> anyhow::Result<(PathBuf, PathBuf)> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let json = dir.join(format!("{name}.json"));
+        let text = serde_json::to_string_pretty(&self.json)?;
+        std::fs::write(&json, text + "\n")
+            .with_context(|| format!("writing {}", json.display()))?;
+        let svg = dir.join(format!("{name}.svg"));
+        self.chart
+            .write_svg(&svg)
+            .with_context(|| format!("writing {}", svg.display()))?;
+        Ok((json, svg))
     }
-    bar.set_prefix(what.to_owned());
-    bar
 }
 
-/// Runs `batchweave bench`.
-pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<()> {
-    let sim = args.sim || args.store.as_deref().is_some_and(|s| s.starts_with("sim:"));
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("creating {}", args.out.display()))?;
-    let env = Env::new(sim, args.quick, args.store.clone(), args.seed)?;
-    let mut all = serde_json::Map::new();
-    for which in args.which.expand() {
-        let name = which.name();
-        let e = env.clone();
-        let t0 = std::time::Instant::now();
-        let outcome = if sim {
-            tokio::task::spawn_blocking(move || -> anyhow::Result<Outcome> {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_time()
-                    .start_paused(true)
-                    .build()?;
-                rt.block_on(dispatch(which, e))
-            })
-            .await
-            .context("bench thread")??
-        } else {
-            dispatch(which, e).await?
-        };
-        let mut json = outcome.json;
-        if let Value::Object(m) = &mut json {
-            m.insert("bench".into(), json!(name));
-            m.insert("store".into(), env.describe());
-            m.insert("quick".into(), json!(args.quick));
-            m.insert(
-                "wall_seconds".into(),
-                json!(round(t0.elapsed().as_secs_f64(), 1)),
-            );
-            m.insert(
-                "machine".into(),
-                json!({ "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) }),
-            );
-        }
-        let text = serde_json::to_string_pretty(&json)?;
-        let jpath = args.out.join(format!("{name}.json"));
-        std::fs::write(&jpath, text + "\n")
-            .with_context(|| format!("writing {}", jpath.display()))?;
-        let spath = args.out.join(format!("{name}.svg"));
-        outcome
-            .chart
-            .write_svg(&spath)
-            .with_context(|| format!("writing {}", spath.display()))?;
-        let mut lines = vec![format!("== bench {name} ({})", env.label())];
-        lines.extend(outcome.table);
-        lines.push(format!(
-            "   wrote {} and {}",
-            jpath.display(),
-            spath.display()
-        ));
-        for l in lines {
-            if args.json {
-                eprintln!("{l}");
-            } else {
-                println!("{l}");
-            }
-        }
-        all.insert(name.to_owned(), json);
+/// Runs one bench in `env`: on the simulated store in a paused current-thread runtime
+/// of its own (on a blocking thread of the caller's runtime), else on the caller's.
+pub async fn run(which: Which, env: &Env) -> anyhow::Result<Outcome> {
+    let t0 = std::time::Instant::now();
+    let e = env.clone();
+    let mut outcome = if env.sim {
+        tokio::task::spawn_blocking(move || -> anyhow::Result<Outcome> {
+            env::paused_runtime()?.block_on(dispatch(which, e))
+        })
+        .await
+        .context("bench thread")??
+    } else {
+        dispatch(which, e).await?
+    };
+    if let Value::Object(m) = &mut outcome.json {
+        m.insert("bench".into(), json!(which.name()));
+        m.insert("store".into(), env.describe());
+        m.insert("quick".into(), json!(env.quick));
+        m.insert(
+            "wall_seconds".into(),
+            json!(round(t0.elapsed().as_secs_f64(), 1)),
+        );
+        m.insert(
+            "machine".into(),
+            json!({ "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) }),
+        );
     }
-    if args.json {
-        let v = if all.len() == 1 {
-            all.into_iter()
-                .next()
-                .map(|(_, v)| v)
-                .unwrap_or(Value::Null)
-        } else {
-            Value::Object(all)
-        };
-        println!("{}", serde_json::to_string(&v)?);
-    }
-    Ok(())
+    Ok(outcome)
 }
 
 async fn dispatch(which: Which, env: Env) -> anyhow::Result<Outcome> {
@@ -217,7 +151,6 @@ async fn dispatch(which: Which, env: Env) -> anyhow::Result<Outcome> {
         Which::Lifecycle => lifecycle::run(env).await,
         Which::ExactlyOnce => exactly_once::run(env).await,
         Which::ManifestGrowth => growth::run(env).await,
-        Which::All => anyhow::bail!("`all` is expanded before dispatch"),
     }
 }
 
@@ -259,10 +192,7 @@ mod tests {
         assert_eq!(size_label(100_000), "100KB");
         assert_eq!(size_label(10_000_000), "10MB");
         assert_eq!(size_label(1234), "1234B");
-        assert_eq!(
-            Which::All.expand().len(),
-            6,
-            "all expands to every experiment"
-        );
+        let names: std::collections::HashSet<_> = Which::ALL.iter().map(|w| w.name()).collect();
+        assert_eq!(names.len(), 6, "every experiment has its own name");
     }
 }

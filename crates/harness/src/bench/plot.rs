@@ -7,36 +7,36 @@ use plotters::prelude::*;
 
 /// One named line.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Series {
+pub struct Series {
     /// Legend text.
-    pub(crate) name: String,
+    pub name: String,
     /// `(x, y)` points, in x order.
-    pub(crate) points: Vec<(f64, f64)>,
+    pub points: Vec<(f64, f64)>,
 }
 
 /// A line chart (one or more panels side by side, sharing nothing).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Chart {
+pub struct Chart {
     /// The panels, left to right.
-    pub(crate) panels: Vec<Panel>,
+    pub panels: Vec<Panel>,
 }
 
 /// One panel of a chart.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Panel {
+pub struct Panel {
     /// Caption above the panel.
-    pub(crate) title: String,
+    pub title: String,
     /// X axis label.
-    pub(crate) x_label: String,
+    pub x_label: String,
     /// Y axis label.
-    pub(crate) y_label: String,
+    pub y_label: String,
     /// The lines.
-    pub(crate) series: Vec<Series>,
+    pub series: Vec<Series>,
 }
 
 impl Series {
     /// A series named `name` with `points`.
-    pub(crate) fn new(name: impl Into<String>, points: Vec<(f64, f64)>) -> Self {
+    pub fn new(name: impl Into<String>, points: Vec<(f64, f64)>) -> Self {
         Self {
             name: name.into(),
             points,
@@ -46,12 +46,12 @@ impl Series {
 
 impl Chart {
     /// A chart of the given panels.
-    pub(crate) fn of(panels: Vec<Panel>) -> Self {
+    pub fn of(panels: Vec<Panel>) -> Self {
         Self { panels }
     }
 
     /// Writes the chart as an SVG file.
-    pub(crate) fn write_svg(&self, path: &Path) -> anyhow::Result<()> {
+    pub fn write_svg(&self, path: &Path) -> anyhow::Result<()> {
         let n = self.panels.len().max(1);
         let width = u32::try_from(480 * n).unwrap_or(1920).min(2400);
         let root = SVGBackend::new(path, (width, 360)).into_drawing_area();

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::ingest::{Shape, ingest, raw_put};
 use super::plot::{Chart, Panel, Series};
-use super::{Env, Outcome, progress, ratio, round, size_label};
+use super::{Env, Outcome, ratio, round, size_label};
 
 /// The policies compared, DAC first (CLI spelling).
 const POLICIES: [&str; 6] = ["dac", "naive", "fixed:10", "fixed:100", "incr", "aimd"];
@@ -81,7 +81,7 @@ pub(crate) async fn producers(env: Env) -> anyhow::Result<Outcome> {
     let mut sizes: Vec<usize> = sweep_points.iter().map(|p| p.1).collect();
     sizes.dedup();
     let pols = policies()?;
-    let bar = progress((sweep_points.len() * (pols.len() + 1)) as u64, "producers");
+    let bar = env.meter((sweep_points.len() * (pols.len() + 1)) as u64, "producers");
     let mut points = Vec::new();
     let mut table = vec![format!(
         "   {:>4} {:>6} {:>9} | {}",
@@ -169,7 +169,7 @@ pub(crate) async fn producers(env: Env) -> anyhow::Result<Outcome> {
             series: lines,
         });
     }
-    bar.finish_and_clear();
+    bar.finish();
     for p in &points {
         table.push(format!(
             "   N={} {}: DAC/raw PUT = {:.2}, DAC/best baseline = {:.2}",
@@ -247,7 +247,7 @@ async fn dac_model(
     env: &Env,
     shape: Shape,
     pols: &[(String, PolicyKind)],
-    bar: &indicatif::ProgressBar,
+    bar: &dyn crate::progress::Meter,
 ) -> anyhow::Result<ModelRuns> {
     let model = if shape.single_worker {
         "single worker"
@@ -327,8 +327,8 @@ pub(crate) async fn dac(env: Env) -> anyhow::Result<Outcome> {
         single_worker: true,
     };
     let pols = policies()?;
-    let bar = progress(2 * pols.len() as u64, "dac");
-    let single = dac_model(&env, shape, &pols, &bar).await?;
+    let bar = env.meter(2 * pols.len() as u64, "dac");
+    let single = dac_model(&env, shape, &pols, bar.as_ref()).await?;
     let piped = dac_model(
         &env,
         Shape {
@@ -336,10 +336,10 @@ pub(crate) async fn dac(env: Env) -> anyhow::Result<Outcome> {
             ..shape
         },
         &pols,
-        &bar,
+        bar.as_ref(),
     )
     .await?;
-    bar.finish_and_clear();
+    bar.finish();
     let mut table = vec![format!(
         "   {:>13} {:>10} {:>10} {:>9} {:>7} {:>9}",
         "model", "policy", "MB/s", "success", "drift", "tau ms"
