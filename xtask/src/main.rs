@@ -6,7 +6,7 @@
 //! | `cargo xtask test` | starts moto (S3), Azurite and SeaweedFS on 127.0.0.1, runs every test against them, stops them |
 //! | `cargo xtask chaos [--short]` | real produce/consume/gc processes on SeaweedFS with SIGKILLs and a server restart; checks 0 lost/duplicated/reordered |
 //! | `cargo xtask sim --seeds N [--start S]` | the deterministic simulation over many seeds in release mode (`--seed S --trace` replays one) |
-//! | `cargo xtask bench [--quick]` | `batchweave bench all --sim` in release mode; results in `target/bench/*.json` and `*.svg` (ratios are reported, never asserted) |
+//! | `cargo xtask bench [--quick]` | `batchweave bench all --sim` in release mode (feature `sim`); results in `target/bench/*.json` and `*.svg` (ratios are reported, never asserted) |
 //! | `cargo xtask servers` | starts the servers, prints their environment, waits for Enter, stops them |
 
 mod chaos;
@@ -118,6 +118,9 @@ fn bench(quick: bool) -> Result<()> {
         "--release",
         "-p",
         "batchweave-cli",
+        // `--sim` needs paused tokio time, which the default binary leaves out.
+        "--features",
+        "sim",
         "--",
         "bench",
         "all",
