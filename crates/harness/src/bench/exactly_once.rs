@@ -51,10 +51,12 @@ struct Arm {
 /// valid (trimmed) history in which `<prefix>0000` claimed its id and committed
 /// nothing, and each other entry committed `1000 + i` TGBs, all trimmed since. The
 /// `p` and `d` maps differ only in the ids' first letter, so they encode to the
-/// same size.
-fn seeded(prefix: char) -> Manifest {
+/// same size. The history's TGBs had the grid `dp x 1` of the TGBs the arm commits
+/// (one grid per stream).
+fn seeded(prefix: char, dp: u32) -> Manifest {
     let mut h = SyntheticHistory::new()
         .incarnation(INCARNATION)
+        .grid(dp, 1, 64)
         .idle(format!("{prefix}0000"))
         .retain(0);
     for i in 1..MAP_ENTRIES {
@@ -63,14 +65,14 @@ fn seeded(prefix: char) -> Manifest {
     h.build()
 }
 
-async fn new_arm(env: &Env, kind: Kind) -> anyhow::Result<(Arm, super::env::Fresh)> {
+async fn new_arm(env: &Env, kind: Kind, dp: u32) -> anyhow::Result<(Arm, super::env::Fresh)> {
     let fresh = env.fresh("exactly-once").await?;
     let base = match kind {
-        Kind::State => seeded('p'),
-        Kind::Dummy => seeded('d'),
+        Kind::State => seeded('p', dp),
+        Kind::Dummy => seeded('d', dp),
         // No map: a version that only counts the (trimmed) steps of the others.
         Kind::None => {
-            let m = seeded('d');
+            let m = seeded('d', dp);
             Manifest {
                 producers: Default::default(),
                 ..m
@@ -208,7 +210,7 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
             let mut arms = Vec::new();
             let mut fresh = Vec::new();
             for k in [Kind::State, Kind::Dummy, Kind::None] {
-                let (a, f) = new_arm(&env, k).await?;
+                let (a, f) = new_arm(&env, k, dp).await?;
                 arms.push(a);
                 fresh.push(f);
             }
@@ -302,7 +304,7 @@ mod tests {
 
     #[test]
     fn dummy_map_is_the_same_size_as_the_state_map() {
-        let (a, b) = (seeded('p'), seeded('d'));
+        let (a, b) = (seeded('p', 8), seeded('d', 8));
         validate(&a, &DecodeLimits::default()).unwrap();
         assert_eq!(a.producers.len(), MAP_ENTRIES);
         assert_eq!(a.producers[ME].incarnation, INCARNATION);
@@ -310,6 +312,19 @@ mod tests {
         let ea = try_encode_manifest(&a, &Default::default()).unwrap();
         let eb = try_encode_manifest(&b, &Default::default()).unwrap();
         assert_eq!(ea.len(), eb.len());
+        // The state arm's first commit goes through the real rebase.
+        let slices = (0..8).map(|_| Bytes::from_static(b"x")).collect();
+        let enc = encode_tgb(8, 1, slices).unwrap();
+        let pending = Pending {
+            producer_id: ME.into(),
+            epoch: 1,
+            incarnation: INCARNATION,
+            tgbs: vec![tgb_descriptor(&enc, ME, 1, 1, 1)],
+            source_offset: 1,
+            now_ms: 1,
+        };
+        let next = rebase(&a, &pending, 0).unwrap();
+        validate(&next, &DecodeLimits::default()).unwrap();
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
         assert_eq!(median(&[]), 0.0);
