@@ -1,6 +1,6 @@
-//! Fuzz target `manifest_envelope`: see `batchweave_fuzz::manifest_envelope` for what it checks.
+//! Fuzz target `manifest_envelope`: see `batchweave_fuzz_checks::manifest_envelope` for what it checks.
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    batchweave_fuzz::manifest_envelope(data);
+    batchweave_fuzz_checks::manifest_envelope(data);
 });

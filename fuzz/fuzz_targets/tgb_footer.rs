@@ -1,6 +1,6 @@
-//! Fuzz target `tgb_footer`: see `batchweave_fuzz::tgb_footer` for what it checks.
+//! Fuzz target `tgb_footer`: see `batchweave_fuzz_checks::tgb_footer` for what it checks.
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    batchweave_fuzz::tgb_footer(data);
+    batchweave_fuzz_checks::tgb_footer(data);
 });

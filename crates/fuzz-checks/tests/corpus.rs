@@ -6,13 +6,10 @@ use std::fs;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
-/// The fuzz crate's checks (`fuzz/src`), compiled into this test.
-#[allow(unreachable_pub, missing_docs)]
-#[path = "../../fuzz/src/lib.rs"]
-mod targets;
+use batchweave_fuzz_checks as targets;
 
 fn fuzz_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz")
 }
 
 /// The input files of one target under `fuzz/<kind>/<target>/`, sorted; none if the folder
@@ -71,7 +68,7 @@ fn corpus_and_regressions_replay_without_panics() {
 
 #[test]
 fn golden_objects_reach_the_deep_checks() {
-    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates");
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let read = |p: &str| fs::read(golden.join(p)).expect("read golden file");
     for name in ["v1.manifest", "v1.gcboundary", "v1.watermark"] {
         let data = read(&format!("manifest/tests/golden/{name}"));
@@ -87,15 +84,14 @@ fn golden_objects_reach_the_deep_checks() {
 fn broken_inputs_are_rejected_by_the_checks() {
     // A TGB with one flipped payload byte still decodes (the footer CRC covers the footer
     // only) but the re-encoding check must not accept it: split_run reports the bad slice.
-    let tgb =
-        fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/tgb/tests/golden/v1.tgb"))
-            .expect("read golden TGB");
+    let tgb = fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tgb/tests/golden/v1.tgb"))
+        .expect("read golden TGB");
     let mut bad = tgb.clone();
     bad[0] ^= 0xff;
     assert!(targets::tgb_footer(&bad));
     // A manifest whose payload is garbage must not decode, even with its CRC fixed.
     let mut m = fs::read(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/manifest/tests/golden/v1.manifest"),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifest/tests/golden/v1.manifest"),
     )
     .expect("read golden manifest");
     let last = m.len() - 1;
