@@ -12,7 +12,7 @@ use super::manifest::{SMALL_LIMITS, fix_header};
 /// The split: when `data` starts with a manifest envelope (`BWMF`) whose length field
 /// fits, the first half is that envelope and the second half the bytes after it (so
 /// `envelope(a) ++ envelope(b)` is the natural seed); otherwise `data` is cut in the
-/// middle. Each half's envelope length and CRC32 are recomputed ([`fix_header`]) so the
+/// middle. Each half's envelope length and CRC32 are recomputed (`fix_header`) so the
 /// fuzzer reaches the payloads behind the checksum.
 ///
 /// `check_extends` must never panic, and must report only named rules. It never accepts

@@ -25,7 +25,7 @@ const MAX_COPY: u64 = 1 << 16;
 /// and must agree with the entries.
 ///
 /// Reading 1 is repeated on a copy whose slice and footer CRC32s are recomputed (see
-/// [`fix_checksums`]), so the fuzzer explores the layout checks behind the checksums.
+/// `fix_checksums`), so the fuzzer explores the layout checks behind the checksums.
 pub fn tgb_footer(data: &[u8]) -> bool {
     let mut decoded = as_object(data);
     if let Some(fixed) = fix_checksums(data) {

@@ -13,7 +13,7 @@ pub(crate) const SMALL_LIMITS: DecodeLimits = DecodeLimits {
     max_grid: 1024,
 };
 
-/// Decodes `data` as a manifest, a GC boundary and a watermark with [`SMALL_LIMITS`].
+/// Decodes `data` as a manifest, a GC boundary and a watermark with `SMALL_LIMITS`.
 ///
 /// Whatever decodes must re-encode to bytes that decode to the same value, and encoding
 /// must be deterministic (`encode(decode(encode(v))) == encode(v)`). A decoded manifest
@@ -21,7 +21,7 @@ pub(crate) const SMALL_LIMITS: DecodeLimits = DecodeLimits {
 /// same bytes as `encode_manifest`.
 ///
 /// Each input is decoded twice: as given, and with the header's length and CRC32 fields
-/// recomputed for the bytes that follow (see [`fix_header`]), so the fuzzer also explores
+/// recomputed for the bytes that follow (see `fix_header`), so the fuzzer also explores
 /// the protobuf payload and the semantic validation behind the checksum.
 pub fn manifest_envelope(data: &[u8]) -> bool {
     let raw = decode_all(data);

@@ -10,7 +10,7 @@
 //! | [`payload`] | deterministic slices: every byte is a function of (producer, sequence, slice), so a reader verifies what it got without talking to the producer |
 //! | [`demo`] | producers (one killed and restarted), ranks (one crashed and restored), GC; then every rank's steps, every TGB and every byte checked |
 //! | [`load`] | many producers and ranks for minutes with seeded faults on every request; nothing lost, duplicated or reordered |
-//! | [`bench`] | the paper's section 7 experiments as ratios against same-run baselines, with JSON results and SVG plots |
+//! | [`bench`](mod@bench) | the paper's section 7 experiments as ratios against same-run baselines, with JSON results and SVG plots |
 //! | [`progress`] | how a run reports progress to whoever draws it |
 //!
 //! # Features
