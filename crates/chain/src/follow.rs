@@ -39,8 +39,9 @@ pub enum Start {
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PlantedReaderBugs {
-    /// Adopt a version whatever the boundary read after it says (a ghost below
-    /// `min_live_version` is taken for live).
+    /// Ignore the boundary: every read of it is taken as "GC never ran", so a version
+    /// is adopted whatever the boundary says (a ghost below `min_live_version` is taken
+    /// for live) and no step counts as reclaimed.
     pub skip_boundary: bool,
     /// Adopt a newer version without checking that it extends the one held.
     pub skip_extension: bool,
@@ -73,10 +74,10 @@ impl Follower {
         self.planted = bugs;
     }
 
-    /// Whether `version` is below the boundary `b` (always false with the planted
-    /// skip-boundary bug).
+    /// Whether `version` is below the boundary `b` (never with the planted skip-boundary
+    /// bug, whose boundary stays zero).
     fn below(&self, version: u64, b: &GcBoundary) -> bool {
-        !self.planted.skip_boundary && version < b.min_live_version
+        version < b.min_live_version
     }
 
     /// The chain it reads.
@@ -102,6 +103,9 @@ impl Follower {
     }
 
     fn note(&mut self, b: GcBoundary) {
+        if self.planted.skip_boundary {
+            return;
+        }
         if crate::dominates(&b, &self.boundary) {
             self.boundary = b;
         }

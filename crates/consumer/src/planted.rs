@@ -10,8 +10,8 @@ use std::cell::Cell;
 /// Consumer bugs to plant; all off by default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PlantedConsumerBugs {
-    /// The consumer's follower adopts a version whatever the boundary says (a ghost is
-    /// taken for live).
+    /// The consumer's follower ignores the GC boundary: it adopts a version whatever the
+    /// boundary says (a ghost is taken for live) and takes no step for reclaimed.
     pub skip_boundary: bool,
     /// The consumer's follower adopts a newer version without the extension check.
     pub skip_extension: bool,
