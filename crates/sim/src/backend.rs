@@ -3,8 +3,11 @@
 //!
 //! ```text
 //!   StreamStore ─> FaultStore ─> LatencyStore ─> SimBackend ─> InMemory
-//!                                                  │ records every manifest write
+//!                                                  │ records every manifest write (ghost or live)
+//!                                                  │ rebuilds the live chain's steps from them
+//!                                                  │ sees every delete: checks it against the live marks
 //!                                                  │ stamps objects with virtual time
+//!                                                  │ delayed creates, stale reads of overwritten objects
 //!                                                  └ planted bug (optional)
 //! ```
 //!
@@ -12,17 +15,24 @@
 //! compares those stamps with the injected clock, so the backend rewrites
 //! them in listings with the virtual time of the write. That keeps the sweep
 //! meaningful and the run deterministic.
+//!
+//! **Ghosts.** A manifest write is a ghost when its slot was deleted before (GC deleted
+//! the version, then a stalled or delayed create filled the slot). That is the ground
+//! truth, independent of any boundary a reader might have seen.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::future::Future;
 use std::ops::Range;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use batchweave_chain::{BOUNDARY_DIR, parse_boundary_key};
-use batchweave_manifest::{DecodeLimits, decode_gc_boundary};
+use batchweave_manifest::{
+    DecodeLimits, GcBoundary, MANIFEST_DIR, Manifest, TGB_DIR, WATERMARK_DIR, decode_gc_boundary,
+    decode_manifest, parse_manifest_key,
+};
 use batchweave_store::Clock;
 use batchweave_store::object_store::path::Path;
 use batchweave_store::object_store::{
@@ -35,9 +45,13 @@ use futures::{StreamExt, TryStreamExt};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::PlantedBug;
+use crate::world::EventLog;
+use crate::{PlantedBug, SimConfig};
 
 type BoxFut<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
+
+/// Where stale copies of overwritten objects are kept (never listed by anyone).
+const SHADOW: &str = "_sim/prev/";
 
 /// One write of a manifest version that took effect.
 #[derive(Debug, Clone)]
@@ -48,12 +62,45 @@ pub(crate) struct ManifestWrite {
     pub(crate) bytes: Bytes,
     /// Virtual unix milliseconds of the write.
     pub(crate) at_ms: u64,
-    /// The GC boundary's `min_live_version` when the write took effect: a
-    /// version below it landed in a slot GC had emptied (a ghost the
-    /// writer must not count as committed).
-    pub(crate) min_live: u64,
-    /// The GC boundary's `low_water_step` when the write took effect.
+    /// The slot had been deleted before: a ghost, in no live chain.
+    pub(crate) ghost: bool,
+    /// The highest `low_water_step` any boundary entry held when the write took effect.
     pub(crate) low_water: u64,
+}
+
+/// One step of the live chain as the manifest writes define it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StepTruth {
+    pub(crate) key: String,
+    pub(crate) producer: String,
+    pub(crate) sequence: u64,
+    pub(crate) offset: u64,
+}
+
+/// A ghost write, for the probes.
+#[derive(Debug, Clone)]
+pub(crate) struct Ghost {
+    pub(crate) manifest: Manifest,
+}
+
+/// A rank's live mark: what its last checkpoint needs (`(version, TGB step)`).
+pub(crate) type Mark = (u64, u64);
+
+/// The first violation the backend saw (it cannot fail the request that caused it).
+#[derive(Debug, Clone)]
+pub(crate) struct Seen {
+    pub(crate) invariant: &'static str,
+    pub(crate) detail: String,
+    pub(crate) trace: Vec<String>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct BackendCounts {
+    pub(crate) planted_hits: u64,
+    pub(crate) delayed_creates: u64,
+    pub(crate) stale_overwrites: u64,
+    pub(crate) deletes_checked: u64,
+    pub(crate) ghosts: u64,
 }
 
 #[derive(Debug)]
@@ -64,7 +111,26 @@ struct State {
     manifests: Vec<ManifestWrite>,
     plant: Option<PlantedBug>,
     rng: StdRng,
-    planted_hits: u64,
+    counts: BackendCounts,
+    /// The highest boundary any log entry held (as its writer created it).
+    boundary: GcBoundary,
+    /// Manifest slots deleted so far.
+    deleted_slots: BTreeSet<u64>,
+    /// The live chain's steps, from the non-ghost writes.
+    steps: Vec<StepTruth>,
+    /// Step of every TGB key of the live chain.
+    key_step: HashMap<String, u64>,
+    /// Newest live version written.
+    newest: u64,
+    /// TGB objects stored now.
+    tgbs: BTreeSet<String>,
+    /// Live ranks' marks, by (group, rank).
+    marks: BTreeMap<(usize, u32), Mark>,
+    /// Ghost writes, by version.
+    ghosts: BTreeMap<u64, Ghost>,
+    /// Watermark and layout keys whose previous bytes are kept.
+    shadowed: BTreeSet<String>,
+    violation: Option<Seen>,
 }
 
 /// See the module docs.
@@ -72,6 +138,11 @@ pub(crate) struct SimBackend {
     inner: Arc<dyn ObjectStore>,
     clock: Arc<dyn Clock>,
     state: Arc<Mutex<State>>,
+    log: Arc<EventLog>,
+    me: Weak<SimBackend>,
+    delayed_rate: f64,
+    max_delay: Duration,
+    stale_overwrite_rate: f64,
 }
 
 impl fmt::Debug for SimBackend {
@@ -91,22 +162,190 @@ fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
 }
 
 fn is_manifest(p: &Path) -> bool {
-    p.as_ref().starts_with(batchweave_manifest::MANIFEST_DIR)
+    p.as_ref().starts_with(MANIFEST_DIR)
+}
+
+fn is_boundary(p: &Path) -> bool {
+    parse_boundary_key(p.as_ref()).is_some()
+}
+
+fn is_watermark(p: &Path) -> bool {
+    p.as_ref().starts_with(WATERMARK_DIR)
+}
+
+fn shadow(p: &Path) -> Path {
+    Path::from(format!("{SHADOW}{}", p.as_ref()))
+}
+
+fn sim_log() -> bool {
+    std::env::var("BATCHWEAVE_SIM_LOG").is_ok_and(|x| x == "1")
+}
+
+impl State {
+    fn violate(&mut self, log: &EventLog, invariant: &'static str, detail: String) {
+        log.event("check", format!("VIOLATION {invariant}: {detail}"));
+        if self.violation.is_none() {
+            self.violation = Some(Seen {
+                invariant,
+                detail,
+                trace: log.trace(),
+            });
+        }
+    }
+
+    fn min_marks(&self) -> Option<Mark> {
+        let v = self.marks.values().map(|m| m.0).min()?;
+        let s = self.marks.values().map(|m| m.1).min()?;
+        Some((v, s))
+    }
+
+    /// The ground-truth check of one deletion: nothing a live mark needs.
+    fn check_delete(&mut self, log: &EventLog, key: &str) {
+        if let Some(v) = parse_manifest_key(key) {
+            self.counts.deletes_checked += 1;
+            self.deleted_slots.insert(v);
+            let ghost = self.ghosts.contains_key(&v);
+            if !ghost && v >= self.newest {
+                self.violate(
+                    log,
+                    "gc-safety",
+                    format!(
+                        "{key} deleted: it is the newest live version ({})",
+                        self.newest
+                    ),
+                );
+            } else if !ghost
+                && let Some((version, _)) = self.min_marks()
+                && v >= version
+            {
+                let who = self
+                    .marks
+                    .iter()
+                    .find(|(_, m)| m.0 <= v)
+                    .map(|(r, m)| (*r, *m));
+                self.violate(
+                    log,
+                    "gc-safety",
+                    format!(
+                        "{key} deleted, but a live checkpoint is at version {version} (group, rank, mark: {who:?})"
+                    ),
+                );
+            }
+        } else if key.starts_with(TGB_DIR) {
+            self.counts.deletes_checked += 1;
+            self.tgbs.remove(key);
+            if let Some(step) = self.key_step.get(key).copied()
+                && let Some((_, low)) = self.min_marks()
+                && step >= low
+            {
+                let who = self
+                    .marks
+                    .iter()
+                    .find(|(_, m)| m.1 <= step)
+                    .map(|(r, m)| (*r, *m));
+                self.violate(
+                    log,
+                    "gc-safety",
+                    format!(
+                        "{key} (step {step}) deleted, but a live checkpoint needs step {low} on (group, rank, mark: {who:?})"
+                    ),
+                );
+            }
+        }
+    }
+
+    /// Records a manifest write that took effect; checks that every TGB it makes
+    /// visible is stored.
+    fn record_manifest(&mut self, log: &EventLog, key: &str, bytes: Bytes, now: u64) {
+        let v = parse_manifest_key(key).unwrap_or(0);
+        let ghost = self.deleted_slots.contains(&v);
+        let decoded = decode_manifest(&bytes, &DecodeLimits::default()).ok();
+        if sim_log()
+            && let Some(m) = &decoded
+        {
+            eprintln!(
+                "{:>9}ms store  write{} {}",
+                now.saturating_sub(crate::world::CLOCK_BASE_MS),
+                if ghost { " (GHOST)" } else { "" },
+                crate::check::summary(m)
+            );
+        }
+        self.manifests.push(ManifestWrite {
+            key: key.to_string(),
+            bytes,
+            at_ms: now,
+            ghost,
+            low_water: self.boundary.low_water_step,
+        });
+        let Some(m) = decoded else { return };
+        if ghost {
+            self.counts.ghosts += 1;
+            log.event("store", format!("ghost write of version {v}"));
+            self.ghosts.insert(v, Ghost { manifest: m });
+            return;
+        }
+        self.newest = self.newest.max(v);
+        let mut missing = None;
+        for (i, d) in m.tgbs.iter().enumerate() {
+            let step = m.first_step + i as u64;
+            if step == self.steps.len() as u64 {
+                self.steps.push(StepTruth {
+                    key: d.key.clone(),
+                    producer: d.producer_id.clone(),
+                    sequence: d.sequence,
+                    offset: d.source_offset,
+                });
+                self.key_step.insert(d.key.clone(), step);
+            }
+            if d.visible_version == v && !self.tgbs.contains(&d.key) && missing.is_none() {
+                missing = Some((step, d.key.clone()));
+            }
+        }
+        if let Some((step, k)) = missing {
+            self.violate(
+                log,
+                "visible-object-present",
+                format!(
+                    "version {v} makes {k} visible at step {step}, but the object is not stored"
+                ),
+            );
+        }
+    }
 }
 
 impl SimBackend {
-    pub(crate) fn new(clock: Arc<dyn Clock>, plant: Option<PlantedBug>, seed: u64) -> Self {
-        Self {
+    pub(crate) fn new(
+        clock: Arc<dyn Clock>,
+        cfg: &SimConfig,
+        seed: u64,
+        log: Arc<EventLog>,
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|me| Self {
             inner: Arc::new(object_store::memory::InMemory::new()),
             clock,
             state: Arc::new(Mutex::new(State {
                 mtimes: BTreeMap::new(),
                 manifests: Vec::new(),
-                plant,
+                plant: cfg.plant,
                 rng: StdRng::seed_from_u64(seed),
-                planted_hits: 0,
+                counts: BackendCounts::default(),
+                boundary: GcBoundary::default(),
+                deleted_slots: BTreeSet::new(),
+                steps: Vec::new(),
+                key_step: HashMap::new(),
+                newest: 0,
+                tgbs: BTreeSet::new(),
+                marks: BTreeMap::new(),
+                ghosts: BTreeMap::new(),
+                shadowed: BTreeSet::new(),
+                violation: None,
             })),
-        }
+            log,
+            me: me.clone(),
+            delayed_rate: cfg.delayed_create_rate.clamp(0.0, 1.0),
+            max_delay: cfg.max_create_delay,
+            stale_overwrite_rate: cfg.stale_overwrite_rate.clamp(0.0, 1.0),
+        })
     }
 
     /// Every manifest write so far, in order.
@@ -114,14 +353,92 @@ impl SimBackend {
         lock(&self.state).manifests.clone()
     }
 
-    /// How often the planted bug changed an outcome.
-    pub(crate) fn planted_hits(&self) -> u64 {
-        lock(&self.state).planted_hits
+    pub(crate) fn counts(&self) -> BackendCounts {
+        lock(&self.state).counts
+    }
+
+    /// The first violation the backend saw.
+    pub(crate) fn violation(&self) -> Option<Seen> {
+        lock(&self.state).violation.clone()
+    }
+
+    /// The live chain's step `step`, if committed.
+    pub(crate) fn step(&self, step: u64) -> Option<StepTruth> {
+        lock(&self.state).steps.get(step as usize).cloned()
+    }
+
+    /// Steps of the live chain so far.
+    pub(crate) fn total(&self) -> u64 {
+        lock(&self.state).steps.len() as u64
+    }
+
+    /// The highest boundary any log entry held.
+    pub(crate) fn boundary(&self) -> GcBoundary {
+        lock(&self.state).boundary
+    }
+
+    /// `(first_step, total_tgbs)` of live version `v`, if it was written.
+    pub(crate) fn live_version_steps(&self, v: u64) -> Option<(u64, u64)> {
+        let st = lock(&self.state);
+        let key = batchweave_manifest::manifest_key(v);
+        let w = st.manifests.iter().find(|m| m.key == key && !m.ghost)?;
+        let m = decode_manifest(&w.bytes, &DecodeLimits::default()).ok()?;
+        Some((m.first_step, m.total_tgbs))
+    }
+
+    /// Ghost writes so far.
+    pub(crate) fn ghosts(&self) -> BTreeMap<u64, Ghost> {
+        lock(&self.state).ghosts.clone()
+    }
+
+    /// Sets (or, with `None`, removes) a live rank's mark.
+    pub(crate) fn set_mark(&self, rank: (usize, u32), mark: Option<Mark>) {
+        let mut st = lock(&self.state);
+        match mark {
+            Some(m) => {
+                st.marks.insert(rank, m);
+            }
+            None => {
+                st.marks.remove(&rank);
+            }
+        }
+    }
+
+    /// Stored TGB objects with their virtual write time, and whether each is at a
+    /// live-chain step (`Some(step)`).
+    pub(crate) fn stored_tgbs(&self) -> Vec<(String, u64, Option<u64>)> {
+        let st = lock(&self.state);
+        st.tgbs
+            .iter()
+            .map(|k| {
+                (
+                    k.clone(),
+                    st.mtimes.get(k).copied().unwrap_or(0),
+                    st.key_step.get(k).copied(),
+                )
+            })
+            .collect()
     }
 
     /// Whether `key` exists right now (ground truth, no faults, no latency).
     pub(crate) async fn exists(&self, key: &str) -> bool {
         self.inner.head(&Path::from(key)).await.is_ok()
+    }
+
+    /// Writes `key` straight into the store, unrecorded (the forger's objects).
+    pub(crate) async fn put_unrecorded(&self, key: &str, bytes: Bytes, create: bool) -> Result<()> {
+        let opts = PutOptions {
+            mode: if create {
+                PutMode::Create
+            } else {
+                PutMode::Overwrite
+            },
+            ..Default::default()
+        };
+        self.inner
+            .put_opts(&Path::from(key), PutPayload::from(bytes), opts)
+            .await
+            .map(|_| ())
     }
 
     /// Draws whether the planted bug fires for a create of an existing key.
@@ -132,38 +449,15 @@ impl SimBackend {
             PlantedBug::CreateOverwrites { rate }
             | PlantedBug::FalseSuccess { rate }
             | PlantedBug::StaleBoundary { rate } => rate,
-            // A producer-side plant: the store behaves.
-            PlantedBug::SkipStateMapCheck => return None,
+            PlantedBug::LowerBoundary => 1.0,
+            // Producer and consumer plants: the store behaves.
+            _ => return None,
         };
         if st.rng.random::<f64>() < rate {
-            st.planted_hits += 1;
+            st.counts.planted_hits += 1;
             Some(plant)
         } else {
             None
-        }
-    }
-
-    /// The current GC boundary: `(min_live_version, low_water_step)` of the newest
-    /// boundary log entry, zero if there is none (ground truth, no faults).
-    async fn boundary(&self) -> (u64, u64) {
-        let dir = Path::from(BOUNDARY_DIR.trim_end_matches('/'));
-        let Ok(listed) = self.inner.list(Some(&dir)).try_collect::<Vec<_>>().await else {
-            return (0, 0);
-        };
-        let Some(newest) = listed
-            .iter()
-            .filter(|m| parse_boundary_key(m.location.as_ref()).is_some())
-            .max_by(|a, b| a.location.as_ref().cmp(b.location.as_ref()))
-        else {
-            return (0, 0);
-        };
-        let Ok(r) = self.inner.get(&newest.location).await else {
-            return (0, 0);
-        };
-        match r.bytes().await {
-            Ok(b) => decode_gc_boundary(&b, &DecodeLimits::default())
-                .map_or((0, 0), |b| (b.min_live_version, b.low_water_step)),
-            Err(_) => (0, 0),
         }
     }
 
@@ -200,28 +494,70 @@ impl SimBackend {
         .boxed()
     }
 
-    fn stamp(&self, key: &Path, manifest: Option<(Bytes, (u64, u64))>) {
-        let now = self.clock.unix_millis();
-        let mut st = lock(&self.state);
-        st.mtimes.insert(key.as_ref().to_string(), now);
-        if let Some((bytes, (min_live, low_water))) = manifest {
-            if std::env::var("BATCHWEAVE_SIM_LOG").is_ok_and(|x| x == "1")
-                && let Ok(m) =
-                    batchweave_manifest::decode_manifest(&bytes, &DecodeLimits::default())
+    /// The planted lowered boundary: a moment after entry `index` was created (its
+    /// writer has verified it and deleted what it allows), it is rewritten with the
+    /// bytes of the entry below it if it is still the newest: the log's newest entry
+    /// then holds less than the one before it, as if a reclaimer had written its own
+    /// stale proposal instead of the merged maximum.
+    fn maybe_lower(&self, index: u64) {
+        if !matches!(lock(&self.state).plant, Some(PlantedBug::LowerBoundary)) || index < 2 {
+            return;
+        }
+        let Some(me) = self.me.upgrade() else { return };
+        let delay = Duration::from_millis(lock(&self.state).rng.random_range(50..=1000));
+        if self.plant_fires().is_none() {
+            return;
+        }
+        tokio::spawn(async move {
+            me.clock.sleep(delay).await;
+            let dir = Path::from(BOUNDARY_DIR.trim_end_matches('/'));
+            let Ok(listed) = me.inner.list(Some(&dir)).try_collect::<Vec<_>>().await else {
+                return;
+            };
+            let newest = listed
+                .iter()
+                .filter_map(|m| parse_boundary_key(m.location.as_ref()))
+                .max();
+            let below = Path::from(batchweave_chain::boundary_key(index - 1));
+            if newest != Some(index) {
+                return;
+            }
+            let Ok(r) = me.inner.get(&below).await else {
+                return;
+            };
+            let Ok(old) = r.bytes().await else { return };
+            let key = Path::from(batchweave_chain::boundary_key(index));
+            if me
+                .inner
+                .put_opts(&key, PutPayload::from(old), PutOptions::default())
+                .await
+                .is_ok()
             {
-                eprintln!(
-                    "{:>9}ms store  write (min live {min_live}) {}",
-                    now.saturating_sub(crate::world::CLOCK_BASE_MS),
-                    crate::check::summary(&m)
+                me.log.event(
+                    "plant",
+                    format!("boundary entry {index} rewritten with entry {}", index - 1),
                 );
             }
-            st.manifests.push(ManifestWrite {
-                key: key.as_ref().to_string(),
-                bytes,
-                at_ms: now,
-                min_live,
-                low_water,
-            });
+        });
+    }
+
+    /// Records a write that took effect.
+    fn stamp(&self, key: &Path, bytes: Option<Bytes>) {
+        let now = self.clock.unix_millis();
+        let mut st = lock(&self.state);
+        let k = key.as_ref();
+        st.mtimes.insert(k.to_string(), now);
+        if k.starts_with(TGB_DIR) {
+            st.tgbs.insert(k.to_string());
+        }
+        let Some(bytes) = bytes else { return };
+        if is_manifest(key) {
+            st.record_manifest(&self.log, k, bytes, now);
+        } else if is_boundary(key)
+            && let Ok(b) = decode_gc_boundary(&bytes, &DecodeLimits::default())
+        {
+            st.boundary.min_live_version = st.boundary.min_live_version.max(b.min_live_version);
+            st.boundary.low_water_step = st.boundary.low_water_step.max(b.low_water_step);
         }
     }
 
@@ -249,9 +585,53 @@ impl SimBackend {
         &self,
         location: &Path,
         payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        let creating = matches!(opts.mode, PutMode::Create);
+        if creating && (is_manifest(location) || is_boundary(location)) {
+            let delay = {
+                let mut st = lock(&self.state);
+                (st.rng.random::<f64>() < self.delayed_rate).then(|| {
+                    let d = st
+                        .rng
+                        .random_range(1..=self.max_delay.as_millis().max(1) as u64);
+                    (d, st.rng.random_range(0..d))
+                })
+            };
+            if let (Some((effect_ms, give_up_ms)), Some(me)) = (delay, self.me.upgrade()) {
+                // The client gives up first; the create takes effect later.
+                lock(&self.state).counts.delayed_creates += 1;
+                let loc = location.clone();
+                tokio::spawn(async move {
+                    me.clock.sleep(Duration::from_millis(effect_ms)).await;
+                    let r = me.put_now(&loc, payload, opts).await;
+                    me.log.event(
+                        "store",
+                        format!(
+                            "delayed create of {loc} took effect after {effect_ms}ms: {}",
+                            if r.is_ok() { "created" } else { "refused" }
+                        ),
+                    );
+                });
+                self.clock.sleep(Duration::from_millis(give_up_ms)).await;
+                return Err(object_store::Error::Generic {
+                    store: "SimBackend",
+                    source: "timeout: the client gave up on the create (it takes effect later)"
+                        .into(),
+                });
+            }
+        }
+        self.put_now(location, payload, opts).await
+    }
+
+    async fn put_now(
+        &self,
+        location: &Path,
+        payload: PutPayload,
         mut opts: PutOptions,
     ) -> Result<PutResult> {
         let manifest = is_manifest(location);
+        let boundary = is_boundary(location);
         let creating = matches!(opts.mode, PutMode::Create);
         let mut false_success = false;
         let planted = matches!(
@@ -262,14 +642,33 @@ impl SimBackend {
             match self.plant_fires() {
                 Some(PlantedBug::CreateOverwrites { .. }) => opts.mode = PutMode::Overwrite,
                 Some(PlantedBug::FalseSuccess { .. }) => false_success = true,
-                Some(PlantedBug::StaleBoundary { .. } | PlantedBug::SkipStateMapCheck) | None => {}
+                _ => {}
             }
         }
-        let bytes = manifest.then(|| Bytes::from(payload.clone()));
+        if is_watermark(location)
+            && !creating
+            && let Ok(r) = self.inner.get(location).await
+            && let Ok(old) = r.bytes().await
+        {
+            // Keep the bytes this overwrite replaces, for stale reads.
+            let _ = self
+                .inner
+                .put_opts(
+                    &shadow(location),
+                    PutPayload::from(old),
+                    PutOptions::default(),
+                )
+                .await;
+            lock(&self.state)
+                .shadowed
+                .insert(location.as_ref().to_string());
+        }
+        let bytes = (manifest || boundary).then(|| Bytes::from(payload.clone()));
         let r = self.inner.put_opts(location, payload, opts).await;
         if let (Some(b), Err(e)) = (&bytes, &r)
-            && std::env::var("BATCHWEAVE_SIM_LOG").is_ok_and(|x| x == "1")
-            && let Ok(m) = batchweave_manifest::decode_manifest(b, &DecodeLimits::default())
+            && manifest
+            && sim_log()
+            && let Ok(m) = decode_manifest(b, &DecodeLimits::default())
         {
             eprintln!(
                 "{:>9}ms store  refused {}: {e}",
@@ -281,11 +680,10 @@ impl SimBackend {
         }
         match r {
             Ok(r) => {
-                let manifest = match bytes {
-                    Some(b) => Some((b, self.boundary().await)),
-                    None => None,
-                };
-                self.stamp(location, manifest);
+                self.stamp(location, bytes);
+                if let Some(index) = parse_boundary_key(location.as_ref()) {
+                    self.maybe_lower(index);
+                }
                 Ok(r)
             }
             Err(object_store::Error::AlreadyExists { .. }) if false_success => Ok(PutResult {
@@ -295,6 +693,28 @@ impl SimBackend {
             }),
             Err(e) => Err(e),
         }
+    }
+
+    async fn get_inner(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        let stale = is_watermark(location) && {
+            let mut st = lock(&self.state);
+            let hit = st.shadowed.contains(location.as_ref())
+                && st.rng.random::<f64>() < self.stale_overwrite_rate;
+            if hit {
+                st.counts.stale_overwrites += 1;
+            }
+            hit
+        };
+        if stale
+            && let Ok(mut r) = self
+                .inner
+                .get_opts(&shadow(location), options.clone())
+                .await
+        {
+            r.meta.location = location.clone();
+            return Ok(r);
+        }
+        self.inner.get_opts(location, options).await
     }
 }
 
@@ -341,7 +761,7 @@ impl ObjectStore for SimBackend {
         'life1: 'async_trait,
         Self: 'async_trait,
     {
-        self.inner.get_opts(location, options)
+        Box::pin(self.get_inner(location, options))
     }
 
     fn get_ranges<'life0, 'life1, 'life2, 'async_trait>(
@@ -362,7 +782,30 @@ impl ObjectStore for SimBackend {
         &self,
         locations: BoxStream<'static, Result<Path>>,
     ) -> BoxStream<'static, Result<Path>> {
-        self.inner.delete_stream(locations)
+        let state = self.state.clone();
+        let log = self.log.clone();
+        let inner = self.inner.clone();
+        let checked = locations
+            .then(move |r| {
+                let state = state.clone();
+                let log = log.clone();
+                let inner = inner.clone();
+                async move {
+                    if let Ok(p) = &r {
+                        let shadowed = {
+                            let mut st = lock(&state);
+                            st.check_delete(&log, p.as_ref());
+                            st.shadowed.remove(p.as_ref())
+                        };
+                        if shadowed {
+                            let _ = inner.delete(&shadow(p)).await;
+                        }
+                    }
+                    r
+                }
+            })
+            .boxed();
+        self.inner.delete_stream(checked)
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {

@@ -3,10 +3,11 @@
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
-/// A bug planted to show that the invariants catch it: in the simulated
-/// object store (breaking the store contract the protocol relies on for
-/// manifest versions), or, for [`SkipStateMapCheck`](Self::SkipStateMapCheck),
-/// in the producer through its test hook [`FailPoint::SkipStateMapCheck`](batchweave_producer::FailPoint::SkipStateMapCheck).
+/// A bug planted to show that the invariants catch it: in the simulated object store
+/// (breaking the store contract the protocol relies on), in the producer through its test
+/// hook [`FailPoint::SkipStateMapCheck`](batchweave_producer::FailPoint::SkipStateMapCheck),
+/// or in the consumer through its test-only switches
+/// (`batchweave_consumer::planted`, which reach the chain's `Follower::plant`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub enum PlantedBug {
@@ -26,12 +27,10 @@ pub enum PlantedBug {
         /// Probability per create of an existing manifest key, in `[0, 1]`.
         rate: f64,
     },
-    /// A read of the GC boundary object reports it missing, with this
-    /// probability (a stale read of `gc/boundary`). A producer whose create
-    /// landed in a version slot GC had emptied then misses the ghost check
-    /// and believes it committed.
+    /// A listing of the boundary log misses its newest entry, with this probability
+    /// (a stale read): the reader takes an older boundary for the current one.
     StaleBoundary {
-        /// Probability per read of `gc/boundary`, in `[0, 1]`.
+        /// Probability per listing of `gc/boundaries/`, in `[0, 1]`.
         rate: f64,
     },
     /// The producer skips the state-map check after a lost or failed create
@@ -39,6 +38,48 @@ pub enum PlantedBug {
     /// whose create landed but whose reply was lost is sent again: a
     /// duplicate.
     SkipStateMapCheck,
+    /// Consumers adopt a version whatever the boundary read after it says: a ghost (a
+    /// version a stalled producer created in a slot GC deleted) is taken for live.
+    SkipBoundaryCheck,
+    /// The boundary log loses the monotone rule: every entry a reclaimer creates is
+    /// rewritten, a moment after the reclaimer verified it (and deleted what it
+    /// allows), with the lower entry below it, as a reclaimer that wrote its
+    /// stale proposal instead of the merged maximum would; readers see the lower
+    /// boundary until the next advance.
+    LowerBoundary,
+    /// Consumers adopt a newer version without checking that it extends the one they
+    /// hold (a rewritten history is taken as it comes).
+    SkipExtensionCheck,
+    /// The TP/PP ranks of a position share one watermark `d{d}-c{c}` and the group
+    /// layout records no TP/PP (the rule before per-rank marks): the last writer wins.
+    SharedRankMark,
+}
+
+impl PlantedBug {
+    /// Every plant with its `sim --plant` name (store plants at rate 0.5).
+    pub const NAMED: [(&'static str, PlantedBug); 8] = [
+        ("overwrite", PlantedBug::CreateOverwrites { rate: 0.5 }),
+        ("false-success", PlantedBug::FalseSuccess { rate: 0.5 }),
+        ("stale-boundary", PlantedBug::StaleBoundary { rate: 0.5 }),
+        ("skip-state-map-check", PlantedBug::SkipStateMapCheck),
+        ("skip-boundary-check", PlantedBug::SkipBoundaryCheck),
+        ("lower-boundary", PlantedBug::LowerBoundary),
+        ("skip-extension-check", PlantedBug::SkipExtensionCheck),
+        ("shared-rank-mark", PlantedBug::SharedRankMark),
+    ];
+
+    /// The plant named `name` on the `sim` command line.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::NAMED
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, p)| *p)
+    }
+
+    /// The `sim --plant` name of this plant, if it has one.
+    pub fn name(&self) -> Option<&'static str> {
+        Self::NAMED.iter().find(|(_, p)| p == self).map(|(n, _)| *n)
+    }
 }
 
 /// The shape of the simulated world. Every random choice inside these bounds
@@ -47,19 +88,55 @@ pub enum PlantedBug {
 pub struct SimConfig {
     /// How many producers (distinct ids) write to the stream.
     pub producers: RangeInclusive<usize>,
-    /// How many consumer ranks (DP degree of the one consumer group).
+    /// DP degree of each consumer group.
     pub ranks: RangeInclusive<u32>,
+    /// How many consumer groups read the stream (each with its own mesh, checkpoint
+    /// interval and watermarks). The first reads to the end.
+    pub groups: RangeInclusive<usize>,
+    /// Probability that a group other than the first stops reading early and is
+    /// retired (`Reclaimer::retire_group`) as soon as its ranks stopped.
+    pub retire_rate: f64,
+    /// Draw the stream's TGB grid (D_t in 1..=4, C_t in 1..=2) independently of the
+    /// groups' grids, so consumers remap (DP and CP ratios both ways). Off: the TGB
+    /// grid is the first group's `DP x CP`.
+    pub remap: bool,
+    /// Let groups run with TP and PP up to 2: several ranks per position, each with its
+    /// own watermark, crashing and restoring independently.
+    pub tp_pp: bool,
     /// TGBs each producer must get committed (its quota of source offsets).
     pub tgbs_per_producer: RangeInclusive<u64>,
     /// Filler bytes of each slice after its self-describing header (small keeps the run fast).
     pub slice_bytes: RangeInclusive<usize>,
-    /// Consumers checkpoint (and write their watermark) every K steps.
+    /// Consumers checkpoint (and write their watermark) every K steps (drawn per group).
     pub checkpoint_every: RangeInclusive<u64>,
+    /// Restore probes per run (at most): a rank's older checkpoint, or a checkpoint at a
+    /// version whose slot a ghost fills, restored (at the same or another DP) in a group
+    /// of its own that is retired afterwards; the batches must be the live chain's or
+    /// `DataReclaimed`, never anything else.
+    pub probes: u32,
     /// Base probability of an injected store error per request (split over
     /// errors before and after the request takes effect, by operation).
     pub fault_rate: f64,
     /// Probability that a manifest read or listing is stale.
     pub stale_rate: f64,
+    /// Probability that a read of an overwritten watermark or group layout returns the
+    /// bytes it held before its last overwrite (a stale read of an overwritten object).
+    pub stale_overwrite_rate: f64,
+    /// Probability per conditional create (manifest versions and boundary log entries)
+    /// that the client gives up with a transport error while the create takes effect
+    /// later, up to [`max_create_delay`](Self::max_create_delay) after it was sent.
+    pub delayed_create_rate: f64,
+    /// Longest delay of such a create.
+    pub max_create_delay: Duration,
+    /// Largest offset of a host's wall clock from the store's (each producer
+    /// incarnation and each reclaimer runs on a host of its own; a restarted producer
+    /// keeps its host or moves to a new one).
+    pub max_clock_skew: Duration,
+    /// Probability per producer incarnation that its host is suspended once (its wall
+    /// clock keeps running, its monotonic clock stops, its requests and replies wait):
+    /// short suspends leave it with a stale base (ghost creates), long ones outlast
+    /// `max_commit_age`.
+    pub suspend_rate: f64,
     /// Probability per producer action that the producer process crashes.
     pub producer_crash_rate: f64,
     /// Probability per producer restart that the old incarnation is kept
@@ -72,6 +149,9 @@ pub struct SimConfig {
     pub consumer_crash_rate: f64,
     /// Probability that a producer joins late (after a random delay).
     pub late_join_rate: f64,
+    /// Probability per run that every producer incarnation uses the same `max_lag`, so
+    /// that storage has a bound (`storage-bound`, checked after every complete GC pass).
+    pub uniform_lag_rate: f64,
     /// Let a producer's `max_buffered` fall below its count policy's batch
     /// size (`fixed:K` with K above it, or `incr`). Off by default; it found
     /// a deadlock in `append` (full buffer, policy waiting for more data),
@@ -99,19 +179,48 @@ pub struct SimConfig {
     /// default; it caught a spurious `Fenced` on open and `rebase` refusing a
     /// smaller retry after a lost reply, both fixed).
     pub strict: bool,
+    /// Restart a producer whose open fails with `ProducerError::OpenRace` (as after a
+    /// crash) instead of failing the run. On by default: it is a known bug the
+    /// simulation found (a restart whose first view is stale meets the epoch of its
+    /// old incarnation, which is still committing, and takes the old incarnation's
+    /// last commit, after the open began, for a concurrent claim; see
+    /// `crates/sim/tests/seeds.rs::known_bug_open_race_against_a_committing_zombie`).
+    pub tolerate_open_race: bool,
+    /// Restart a producer that stops because the version after the base it held does
+    /// not extend it, when that base is a ghost. On by default: it is a known bug the
+    /// simulation found: a producer woken from a suspend refreshes its base with the
+    /// boundary it read before the suspend, adopts the ghost that fills its next
+    /// version number, and then refuses the live chain as not extending the ghost
+    /// (`crates/sim/tests/seeds.rs::known_bug_producer_adopts_a_ghost_base`).
+    pub tolerate_ghost_base: bool,
+    /// Serve stale GETs of manifest versions to the reclaimers too (producers and
+    /// consumers always get them). Off by default: it triggers a known bug the
+    /// simulation found: GC's newest version is a listing confirmed by GETs of the next
+    /// version numbers, and a stale GET ends the confirmation early, so the orphan sweep
+    /// takes an older version for the newest and deletes the TGBs of the versions it
+    /// missed once they are older than the grace period
+    /// (`crates/sim/tests/seeds.rs::known_bug_orphan_sweep_after_a_stale_probe`).
+    pub gc_stale_reads: bool,
     /// Run GC passes concurrently with everything else.
     pub gc: bool,
+    /// How many reclaimers run passes concurrently (each on its own host clock).
+    pub reclaimers: RangeInclusive<usize>,
     /// Probability that a GC pass runs with a store whose deletes fail
     /// (an interrupted pass).
     pub gc_interrupt_rate: f64,
     /// Producers' `max_commit_age`.
     pub max_commit_age: Duration,
     /// GC's orphan grace period (`None`: no orphan sweep). Must exceed
-    /// `max_commit_age`.
+    /// `max_commit_age + 2 * max_clock_skew + max_create_delay` (the margin GC is
+    /// given is what is left of it, less one second).
     pub orphan_grace: Option<Duration>,
+    /// At the end of the run, a rogue writer creates a version after the newest that
+    /// appends a TGB but rewrites a retained step; a rank restored at the end of the
+    /// live chain must refuse it (`forged-refused`).
+    pub forger: bool,
     /// Virtual time after which a run that has not finished is a liveness failure.
     pub deadline: Duration,
-    /// A planted bug (in the simulated store, or the producer's state-map check).
+    /// A planted bug (see [`PlantedBug`]).
     pub plant: Option<PlantedBug>,
 }
 
@@ -119,25 +228,41 @@ impl Default for SimConfig {
     fn default() -> Self {
         Self {
             producers: 2..=6,
-            ranks: 2..=4,
+            ranks: 1..=4,
+            groups: 1..=3,
+            retire_rate: 0.5,
+            remap: true,
+            tp_pp: true,
             tgbs_per_producer: 3..=10,
             slice_bytes: 0..=32,
             checkpoint_every: 2..=5,
+            probes: 6,
             fault_rate: 0.04,
             stale_rate: 0.05,
+            stale_overwrite_rate: 0.1,
+            delayed_create_rate: 0.03,
+            max_create_delay: Duration::from_secs(5),
+            max_clock_skew: Duration::from_secs(2),
+            suspend_rate: 0.2,
             producer_crash_rate: 0.04,
             zombie_rate: 0.3,
             fail_point_rate: 0.25,
             consumer_crash_rate: 0.03,
             late_join_rate: 0.3,
+            uniform_lag_rate: 0.5,
             small_buffers: false,
             stale_listings: true,
             check_max_lag: true,
             strict: true,
+            tolerate_open_race: true,
+            tolerate_ghost_base: true,
+            gc_stale_reads: false,
             gc: true,
+            reclaimers: 1..=2,
             gc_interrupt_rate: 0.3,
             max_commit_age: Duration::from_secs(15),
             orphan_grace: Some(Duration::from_secs(30)),
+            forger: true,
             deadline: Duration::from_secs(4 * 3600),
             plant: None,
         }
@@ -156,19 +281,27 @@ impl SimConfig {
         };
         empty(self.producers.is_empty(), "producers")?;
         empty(self.ranks.is_empty(), "ranks")?;
+        empty(self.groups.is_empty(), "groups")?;
+        empty(self.reclaimers.is_empty(), "reclaimers")?;
         empty(self.tgbs_per_producer.is_empty(), "tgbs_per_producer")?;
         empty(self.slice_bytes.is_empty(), "slice_bytes")?;
         empty(self.checkpoint_every.is_empty(), "checkpoint_every")?;
-        if *self.producers.start() == 0 || *self.ranks.start() == 0 {
-            return Err("need at least one producer and one rank".into());
+        if *self.producers.start() == 0 || *self.ranks.start() == 0 || *self.groups.start() == 0 {
+            return Err("need at least one producer, one group and DP 1".into());
+        }
+        if *self.ranks.end() > 8 {
+            return Err("ranks: DP above 8 is not simulated".into());
         }
         if *self.checkpoint_every.start() == 0 || *self.tgbs_per_producer.start() == 0 {
             return Err("checkpoint_every and tgbs_per_producer start at 1".into());
         }
         if let Some(g) = self.orphan_grace
-            && g <= self.max_commit_age
+            && g <= self.max_commit_age + self.max_clock_skew * 2 + self.max_create_delay
         {
-            return Err("orphan_grace must exceed max_commit_age".into());
+            return Err(
+                "orphan_grace must exceed max_commit_age + 2 * max_clock_skew + max_create_delay"
+                    .into(),
+            );
         }
         Ok(())
     }
@@ -185,9 +318,15 @@ pub struct SimReport {
     pub digest: u64,
     /// Producers in the run.
     pub producers: usize,
-    /// Consumer ranks in the run.
+    /// The stream's TGB grid `(D_t, C_t)`.
+    pub tgb_grid: (u32, u32),
+    /// Consumer groups: `(DP, CP, TP, PP)` of each.
+    pub groups: Vec<(u32, u32, u32, u32)>,
+    /// Consumer ranks in the run (over all groups, probes not counted).
     pub ranks: u32,
-    /// Global steps committed (and read by every rank).
+    /// Groups retired after stopping early.
+    pub retired: u64,
+    /// Global steps committed.
     pub steps: u64,
     /// Newest manifest version.
     pub versions: u64,
@@ -197,12 +336,22 @@ pub struct SimReport {
     pub producer_crashes: u64,
     /// Zombie incarnations that tried to commit after being fenced.
     pub zombies: u64,
+    /// Producer hosts suspended.
+    pub suspends: u64,
     /// Consumer crashes followed by a restore.
     pub consumer_restores: u64,
+    /// Restore probes run: (in all, at a ghost slot, with another DP, answered `DataReclaimed`).
+    pub probes: (u64, u64, u64, u64),
+    /// Reclaimers that ran passes concurrently.
+    pub reclaimers: usize,
     /// GC passes run (including interrupted ones).
     pub gc_passes: u64,
     /// GC passes that ended in an error (interrupted).
     pub gc_interrupted: u64,
+    /// Deletions of TGB objects and manifest versions checked against the live marks.
+    pub gc_deletes_checked: u64,
+    /// `storage-bound` checks made (after complete GC passes of uniform-lag runs).
+    pub storage_checks: u64,
     /// Producer creates that conflicted, summed over incarnations.
     pub conflicts: u64,
     /// Producer creates with an unknown outcome (lost replies and errors before).
@@ -211,10 +360,16 @@ pub struct SimReport {
     pub lost_replies_recovered: u64,
     /// Creates in a slot GC had emptied, recognised as ghosts.
     pub ghosts_prevented: u64,
+    /// Manifest creates that landed in a slot GC had emptied (ghosts), by anyone.
+    pub ghosts_written: u64,
+    /// Creates that took effect after the client had given up on them.
+    pub delayed_creates: u64,
     /// Objects GC deleted: (TGBs below the low-water mark, orphans, manifest versions).
     pub reclaimed: (u64, u64, u64),
     /// Store faults injected: (before, after, stale).
     pub faults: (u64, u64, u64),
+    /// Stale reads of overwritten watermarks and layouts served.
+    pub stale_overwrites: u64,
     /// Times the planted bug changed a store reply.
     pub planted_hits: u64,
     /// Virtual time the run took, in milliseconds.

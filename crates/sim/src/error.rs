@@ -52,6 +52,15 @@ pub fn replay_hint(seed: u64, cfg: &SimConfig) -> String {
     if cfg.strict {
         flags.push_str(" --strict");
     }
+    if !cfg.tolerate_open_race {
+        flags.push_str(" --open-race-fails");
+    }
+    if !cfg.tolerate_ghost_base {
+        flags.push_str(" --ghost-base-fails");
+    }
+    if cfg.gc_stale_reads {
+        flags.push_str(" --gc-stale-reads");
+    }
     if cfg.small_buffers {
         flags.push_str(" --small-buffers");
     }
@@ -72,16 +81,15 @@ pub fn replay_hint(seed: u64, cfg: &SimConfig) -> String {
     {
         flags.push_str(&format!(" --orphan-grace-ms {}", g.as_millis()));
     }
-    match cfg.plant {
-        Some(PlantedBug::CreateOverwrites { rate: 0.5 }) => flags.push_str(" --plant overwrite"),
-        Some(PlantedBug::FalseSuccess { rate: 0.5 }) => flags.push_str(" --plant false-success"),
-        Some(PlantedBug::StaleBoundary { rate: 0.5 }) => flags.push_str(" --plant stale-boundary"),
-        Some(PlantedBug::SkipStateMapCheck) => flags.push_str(" --plant skip-state-map-check"),
-        _ => {}
+    if let Some(name) = cfg.plant.as_ref().and_then(PlantedBug::name) {
+        flags.push_str(&format!(" --plant {name}"));
     }
     let mut same = cfg.clone();
     same.strict = d.strict;
     same.small_buffers = d.small_buffers;
+    same.tolerate_open_race = d.tolerate_open_race;
+    same.gc_stale_reads = d.gc_stale_reads;
+    same.tolerate_ghost_base = d.tolerate_ghost_base;
     same.stale_listings = d.stale_listings;
     same.check_max_lag = d.check_max_lag;
     same.max_commit_age = d.max_commit_age;
@@ -90,9 +98,7 @@ pub fn replay_hint(seed: u64, cfg: &SimConfig) -> String {
     } else {
         None
     };
-    if matches!(cfg.plant, Some(PlantedBug::CreateOverwrites { rate } | PlantedBug::FalseSuccess { rate } | PlantedBug::StaleBoundary { rate }) if rate == 0.5)
-        || cfg.plant == Some(PlantedBug::SkipStateMapCheck)
-    {
+    if cfg.plant.as_ref().and_then(PlantedBug::name).is_some() {
         same.plant = None;
     }
     let note = if same == d {

@@ -2,36 +2,51 @@
 //!
 //! One root seed drives everything: a single-threaded tokio runtime with
 //! paused (virtual) time, an in-memory object store under a latency model and
-//! a fault injector (errors before and after a request takes effect, stale
-//! manifest reads and listings, latency spikes), and a schedule of process
-//! events drawn from the seed:
+//! a fault injector (errors before and after a request takes effect, creates
+//! that take effect after the client gave up, stale manifest reads and
+//! listings, stale reads of overwritten watermarks and layouts, latency
+//! spikes), and a schedule of process events drawn from the seed:
 //!
-//! * 2-6 producers, each committing its quota of TGBs whose bytes are a
-//!   function of (producer, source offset); some join late;
+//! * 2-6 producers, each committing its quota of TGBs of the stream's grid
+//!   (`D_t x C_t`, drawn independently of the consumers'); some join late;
 //! * producer crashes (the handle is dropped) and restarts with the same id,
-//!   resuming from the committed offset; fail points after the TGB upload,
-//!   before and after the manifest create; zombies (an old incarnation kept
-//!   alive that appends and flushes after a newer one opened);
-//! * 2-4 consumer ranks of one group reading every step, checkpointing every
-//!   K steps, crashing (between steps or mid-read) and restoring from their
-//!   last checkpoint;
-//! * GC passes at random times, some interrupted by failing deletes.
+//!   resuming from the committed offset, on the same host or a new one; fail
+//!   points after the TGB upload, before and after the manifest create;
+//!   zombies (an old incarnation kept alive that appends and flushes after a
+//!   newer one opened); host suspends (the wall clock runs on, the monotonic
+//!   clock stops, requests and replies wait) and wall clocks skewed per host;
+//! * 1-3 consumer groups, each its own mesh (`DP x CP x TP x PP`, remapping
+//!   onto the TGB grid), checkpoint interval and watermarks; every rank reads
+//!   every step, checkpoints every K steps, crashes (between steps or
+//!   mid-read) and restores from its last checkpoint; groups other than the
+//!   first may stop early and are then retired;
+//! * restore probes: a rank's older checkpoint, or a checkpoint at a version
+//!   whose slot a ghost fills, restored at the same or another DP;
+//! * one or two reclaimers running GC passes at random times, each on its own
+//!   host clock, some passes interrupted by failing deletes;
+//! * at the end, a rogue writer's version that rewrites history.
 //!
 //! During and after the run [`run`] checks these invariants, against the
-//! ground truth the simulated backend records (every manifest write, even of
-//! versions GC deleted since):
+//! ground truth the simulated backend records (every manifest write, ghost or
+//! live, every delete, every stored TGB object):
 //!
 //! | invariant | what must hold |
 //! |---|---|
 //! | `one-order` | versions are contiguous and each extends the previous one |
-//! | `ranks-agree` | every rank saw the same step sequence, equal to the chain's |
+//! | `live-chain-batch` | every batch a rank gets is exactly the live chain's batch of its step for its position and grid |
+//! | `ranks-agree` | every rank saw every step of its group |
 //! | `exactly-once` | each producer's committed source offsets are exactly `1..=quota`, in order |
-//! | `visible-object-present` | a consumer never finds a visible TGB's object missing |
+//! | `visible-object-present` | a version never makes visible a TGB whose object is gone; a rank never finds one missing |
 //! | `exact-restore` | steps replayed after a restore equal the ones seen before the crash |
-//! | `reclaim-safety` | restoring from the last checkpoint never hits reclaimed data |
+//! | `reclaim-safety` | restoring a live rank's last checkpoint never hits reclaimed data |
+//! | `gc-safety` | at every deletion: a TGB's step is below every live rank's mark, a version below every live rank's mark version, never the newest |
+//! | `restore-outcome` | a restore from any checkpoint (older, at a ghost slot, at another DP) yields the live chain's batches or `DataReclaimed`, nothing else |
+//! | `storage-bound` | with one `max_lag` L everywhere, after a complete GC pass: stored TGBs at live steps from the low-water mark on at most `L + interval + 1`, uncommitted ones within the producers' buffers, nothing older than the grace period left behind |
+//! | `forged-refused` | a version that does not extend the chain is refused with a `Data` error naming it |
 //! | `no-ghost-commit` | everything a producer reported committed is in the chain |
 //! | `zombie-fenced` | an incarnation older than the live one never commits |
-//! | `data-integrity` | every byte a rank gets is the slice it expects |
+//! | `max-lag` | no version ends more than its committer's `max_lag` past the low-water mark |
+//! | `data-integrity` | no live rank gets a `Data` or `Manifest` error |
 //!
 //! A failure names the invariant, the seed, the last events and the command
 //! that replays it; equal seeds give equal digests (event log, final
@@ -46,8 +61,8 @@
 //! write and refused create as it happens; with the `sim` binary,
 //! `BATCHWEAVE_SIM_LOG=2` prints the libraries' `tracing` events instead.
 //!
-//! [`PlantedBug`] plants a store bug (never a library change) to show that
-//! the invariants catch it.
+//! [`PlantedBug`] plants a bug (in the store, or through the producer's and
+//! the consumer's test-only hooks) to show that the invariants catch it.
 //!
 //! ```
 //! use batchweave_sim::{SimConfig, run};
@@ -63,6 +78,8 @@ mod check;
 mod config;
 mod consumers;
 mod error;
+mod host;
+mod probe;
 mod producers;
 mod reclaim;
 mod run;

@@ -9,12 +9,16 @@ use crate::PlantedBug;
 use batchweave_producer::{
     FailPoint, FailPoints, PolicyKind, Producer, ProducerError, ProducerSettings, ProducerStats,
 };
+use batchweave_store::StreamStore;
+use batchweave_tgb::Grid;
 use bytes::Bytes;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use tokio::task::JoinHandle;
 
 use crate::SimFailure;
-use crate::world::{World, filler_len, lock, slice_bytes};
+use crate::host::{HostClock, HostStore};
+use crate::world::{Life, World, filler_len, lock, slice_bytes};
 
 /// How long a zombie's append or flush may take before it is given up on.
 const ZOMBIE_PATIENCE: Duration = Duration::from_secs(120);
@@ -24,18 +28,24 @@ const ZOMBIE_PATIENCE: Duration = Duration::from_secs(120);
 pub(crate) struct ProducerPlan {
     /// Producer index (the id is `p{index}`).
     pub(crate) index: usize,
-    /// TGB grid D (one slice per consumer rank).
-    pub(crate) dp: u32,
-    /// Smallest `max_lag` that cannot deadlock with the checkpoint interval.
-    pub(crate) min_lag: u64,
+    /// The stream's TGB grid.
+    pub(crate) grid: Grid,
+    /// TGBs to commit (source offsets `1..=quota`).
+    pub(crate) quota: u64,
 }
 
-/// The slices of the TGB of `id` at source offset `offset`.
-fn slices(w: &World, id: &str, offset: u64, dp: u32) -> Vec<Bytes> {
+/// The slices of the TGB of `id` at source offset `offset`, in slice-id order.
+pub(crate) fn slices(w: &World, id: &str, offset: u64, grid: Grid) -> Vec<Bytes> {
     let filler = filler_len(&w.cfg, id, offset);
-    (0..dp)
-        .map(|d| slice_bytes(id, offset, d, filler))
+    (0..grid.dp * grid.cp)
+        .map(|s| slice_bytes(id, offset, s, filler))
         .collect()
+}
+
+/// A wall-clock skew in `[-max, max]` milliseconds.
+pub(crate) fn draw_skew(rng: &mut StdRng, max: Duration) -> i64 {
+    let m = i64::try_from(max.as_millis()).unwrap_or(0);
+    if m == 0 { 0 } else { rng.random_range(-m..=m) }
 }
 
 /// True for the known bug of a retry with fewer TGBs than an earlier
@@ -46,6 +56,17 @@ fn known_rebase_bug(e: &ProducerError) -> bool {
         ProducerError::Stopped(inner) => known_rebase_bug(inner),
         ProducerError::Rebase(r) => r.to_string().contains("already holds sequence"),
         _ => false,
+    }
+}
+
+/// The held version of a `Diverged` error: the known bug of
+/// [`SimConfig::tolerate_ghost_base`](crate::SimConfig::tolerate_ghost_base) when that
+/// version is a ghost.
+fn ghost_base(e: &ProducerError) -> Option<u64> {
+    match e {
+        ProducerError::Stopped(inner) => ghost_base(inner),
+        ProducerError::Chain(batchweave_chain::ChainError::Diverged { held, .. }) => Some(*held),
+        _ => None,
     }
 }
 
@@ -109,6 +130,12 @@ struct Actor {
     rng: StdRng,
     /// `max_lag` of the incarnation opened last.
     last_lag: Option<u64>,
+    /// The host the incarnation opened last runs on.
+    host: Arc<HostClock>,
+    /// Its suspend, if one is planned.
+    suspender: Option<JoinHandle<()>>,
+    /// Its entry in `World::lives`.
+    life: usize,
 }
 
 /// What one incarnation ended with.
@@ -121,9 +148,27 @@ enum End {
     Zombie(Box<Producer>, u64),
 }
 
+/// An incarnation's store: the faulty stack behind its host.
+fn host_store(w: &World, host: &Arc<HostClock>, seed: u64) -> StreamStore {
+    StreamStore::from_object_store(
+        Arc::new(HostStore::new(w.faults.clone(), host.clone())),
+        "",
+        "sim:///",
+    )
+    .with_clock(host.clone())
+    .with_seed(seed)
+}
+
 impl Actor {
     fn who(&self) -> String {
         self.id.clone()
+    }
+
+    /// A known bug the run tolerates (the producer is restarted, as after a crash).
+    fn known_bug(&self, e: &ProducerError) -> bool {
+        (!self.w.cfg.strict && known_rebase_bug(e))
+            || (self.w.cfg.tolerate_ghost_base
+                && ghost_base(e).is_some_and(|v| self.w.backend.ghosts().contains_key(&v)))
     }
 
     fn believe(&self, offset: u64) {
@@ -153,6 +198,48 @@ impl Actor {
         self.w.clock.sleep(d).await;
     }
 
+    /// The incarnation ended (its uploads may stay behind as orphans).
+    fn end_life(&mut self) {
+        if let Some(t) = self.suspender.take() {
+            t.abort();
+        }
+        let now = self.w.elapsed_ms();
+        if let Some(l) = lock(&self.w.lives).get_mut(self.life) {
+            l.ended_ms.get_or_insert(now);
+        }
+    }
+
+    /// The host of the next incarnation: the same one, or (half the time) a new one
+    /// with its own clock skew; maybe a suspend planned for it.
+    fn next_host(&mut self) {
+        let skew = if self.rng.random_bool(0.5) {
+            self.host.skew_ms()
+        } else {
+            draw_skew(&mut self.rng, self.w.cfg.max_clock_skew)
+        };
+        self.host = HostClock::new(self.w.clock.clone(), skew);
+        if self
+            .rng
+            .random_bool(self.w.cfg.suspend_rate.clamp(0.0, 1.0))
+        {
+            let after = Duration::from_millis(self.rng.random_range(200..=20_000));
+            let long = self.rng.random_bool(0.35);
+            let d = Duration::from_millis(if long {
+                self.rng.random_range(20_000..=60_000)
+            } else {
+                self.rng.random_range(1_000..=12_000)
+            });
+            let (w, host, who) = (self.w.clone(), self.host.clone(), self.who());
+            self.suspender = Some(tokio::spawn(async move {
+                w.clock.sleep(after).await;
+                w.event(&who, format!("host suspended for {}ms", d.as_millis()));
+                w.count(|t| t.suspends += 1);
+                host.suspend(d).await;
+                w.event(&who, "host woke up");
+            }));
+        }
+    }
+
     /// Opens a new incarnation; `None` when it died while opening.
     async fn open(&mut self) -> Result<Option<Producer>, SimFailure> {
         let (fail, armed) = fail_points(
@@ -160,10 +247,11 @@ impl Actor {
             self.w.cfg.fail_point_rate,
             self.w.cfg.plant == Some(PlantedBug::SkipStateMapCheck),
         );
-        let max_lag = self
+        let drawn = self
             .rng
             .random_bool(0.3)
-            .then(|| self.plan.min_lag + self.rng.random_range(0..=4));
+            .then(|| self.w.min_lag + self.rng.random_range(0..=4));
+        let max_lag = self.w.uniform_lag.or(drawn);
         self.last_lag = max_lag;
         let policy = pick_policy(&mut self.rng);
         let mut max_buffered = self.rng.random_range(1..=4);
@@ -185,14 +273,26 @@ impl Actor {
             ..Default::default()
         };
         self.w.count(|t| t.incarnations += 1);
+        self.next_host();
+        {
+            let mut lives = lock(&self.w.lives);
+            self.life = lives.len();
+            lives.push(Life {
+                ended_ms: None,
+                // Uploaded-but-uncommitted TGBs, plus the one being uploaded.
+                buffer: max_buffered as u64 + 1,
+            });
+        }
         self.w.event(
             &self.who(),
             format!(
-                "opening: policy {:?}, max_buffered {max_buffered}, max_lag {max_lag:?}, fail point {armed:?}",
-                settings.policy
+                "opening: policy {:?}, max_buffered {max_buffered}, max_lag {max_lag:?}, fail point {armed:?}, clock skew {}ms",
+                settings.policy,
+                self.host.skew_ms()
             ),
         );
-        match Producer::builder(self.w.store.clone(), self.id.clone())
+        let store = host_store(&self.w, &self.host, self.rng.random());
+        match Producer::builder(store, self.id.clone())
             .settings(settings)
             .fail_points(fail)
             .open()
@@ -206,12 +306,24 @@ impl Actor {
                     &self.who(),
                     format!("spurious fence on open (known bug): {e}"),
                 );
+                self.end_life();
                 Ok(None)
             }
-            Err(e) if restartable(&e) => {
+            Err(e @ ProducerError::OpenRace { .. }) if self.w.cfg.tolerate_open_race => {
+                // Known bug: see `SimConfig::tolerate_open_race`.
+                self.w.event(
+                    &self.who(),
+                    format!("open race (known bug), restarting: {e}"),
+                );
+                self.w.count(|t| t.producer_crashes += 1);
+                self.end_life();
+                Ok(None)
+            }
+            Err(e) if restartable(&e) || self.known_bug(&e) => {
                 self.w
                     .event(&self.who(), format!("died while opening: {e}"));
                 self.w.count(|t| t.producer_crashes += 1);
+                self.end_life();
                 Ok(None)
             }
             Err(e) => Err(self
@@ -238,10 +350,10 @@ impl Actor {
                 z.epoch()
             ),
         );
-        let dp = self.plan.dp;
-        let slices = slices(&self.w, &self.id, next, dp);
+        let grid = self.plan.grid;
+        let slices = slices(&self.w, &self.id, next, grid);
         let attempt = async {
-            z.append(dp, 1, slices, next).await?;
+            z.append(grid.dp, grid.cp, slices, next).await?;
             z.flush().await
         };
         let r = tokio::select! {
@@ -303,7 +415,7 @@ impl Actor {
                         self.w.event(&self.who(), format!("closed: {stats:?}"));
                         Ok(End::Done)
                     }
-                    Err(e) if restartable(&e) || (!self.w.cfg.strict && known_rebase_bug(&e)) => {
+                    Err(e) if restartable(&e) || self.known_bug(&e) => {
                         self.w.event(&self.who(), format!("close failed: {e}"));
                         self.w.count(|t| t.producer_crashes += 1);
                         Ok(End::Crashed)
@@ -332,8 +444,9 @@ impl Actor {
                 }
                 res
             } else {
-                let slices = slices(&self.w, &self.id, next, self.plan.dp);
-                match p.append(self.plan.dp, 1, slices, next).await {
+                let grid = self.plan.grid;
+                let slices = slices(&self.w, &self.id, next, grid);
+                match p.append(grid.dp, grid.cp, slices, next).await {
                     Ok(_) => {
                         next += 1;
                         Ok(())
@@ -343,7 +456,7 @@ impl Actor {
             };
             if let Err(e) = res {
                 self.believe(p.stats().committed_offset);
-                if restartable(&e) || (!self.w.cfg.strict && known_rebase_bug(&e)) {
+                if restartable(&e) || self.known_bug(&e) {
                     self.account(&p.stats());
                     self.w.event(&self.who(), format!("stopped: {e}"));
                     self.w.count(|t| t.producer_crashes += 1);
@@ -365,7 +478,9 @@ pub(crate) async fn producer_actor(
 ) -> Result<(), SimFailure> {
     let mut rng = StdRng::seed_from_u64(seed);
     let id = format!("p{}", plan.index);
-    let quota = rng.random_range(w.cfg.tgbs_per_producer.clone());
+    let quota = plan.quota;
+    let skew = draw_skew(&mut rng, w.cfg.max_clock_skew);
+    let host = HostClock::new(w.clock.clone(), skew);
     lock(&w.producers).insert(
         id.clone(),
         crate::world::ProducerLog {
@@ -380,13 +495,16 @@ pub(crate) async fn producer_actor(
         quota,
         rng,
         last_lag: None,
+        host,
+        suspender: None,
+        life: 0,
     };
     if a.rng.random_bool(a.w.cfg.late_join_rate.clamp(0.0, 1.0)) {
         let d = a.rng.random_range(100..=20_000u64);
         a.w.event(&a.who(), format!("joins late, after {d}ms"));
         a.w.clock.sleep(Duration::from_millis(d)).await;
     }
-    let mut zombie: Option<(Box<Producer>, u64)> = None;
+    let mut zombie: Option<(Box<Producer>, u64, usize)> = None;
     loop {
         let Some(p) = a.open().await? else {
             a.pause(2000).await;
@@ -422,13 +540,27 @@ pub(crate) async fn producer_actor(
             ));
         }
         a.believe(resume);
-        if let Some((z, next)) = zombie.take() {
+        if let Some((z, next, life)) = zombie.take() {
             a.zombie(*z, next, p.epoch(), resume).await?;
+            let now = a.w.elapsed_ms();
+            if let Some(l) = lock(&a.w.lives).get_mut(life) {
+                l.ended_ms.get_or_insert(now);
+            }
         }
         match a.work(p, resume).await? {
-            End::Done => break,
-            End::Crashed => a.pause(2000).await,
-            End::Zombie(z, next) => zombie = Some((z, next)),
+            End::Done => {
+                a.end_life();
+                break;
+            }
+            End::Crashed => {
+                a.end_life();
+                a.pause(2000).await;
+            }
+            // The zombie lives on (its uploads with it): its life ends with it.
+            End::Zombie(z, next) => {
+                a.suspender = None;
+                zombie = Some((z, next, a.life));
+            }
         }
     }
     if let Some(p) = lock(&a.w.producers).get_mut(&a.id) {

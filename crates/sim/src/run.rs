@@ -1,19 +1,22 @@
-//! One simulation run: build the world from the seed, run every actor to
-//! the end on a paused single-threaded runtime, probe, check, digest.
+//! One simulation run: draw the world from the seed, run every actor to the end on a
+//! paused single-threaded runtime, probe, check, digest.
 
 use std::sync::Arc;
 
-use futures::future::{try_join, try_join_all};
+use batchweave_consumer::planted::{PlantedConsumerBugs, plant};
+use batchweave_tgb::Grid;
+use futures::future::{try_join, try_join_all, try_join3};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::watch;
 
 use crate::check;
-use crate::consumers::{RankPlan, rank_actor, rank_config, record, start};
+use crate::consumers::{config, rank_actor, rank_plans, record, retire, start};
+use crate::probe::{forge, forged_refused, prober};
 use crate::producers::{ProducerPlan, producer_actor};
-use crate::reclaim::{gc_actor, gc_pass};
-use crate::world::{Fnv, RankLog, World, lock};
-use crate::{SimConfig, SimFailure, SimReport};
+use crate::reclaim::{Gc, gc_actor, gc_pass};
+use crate::world::{Fnv, GroupPlan, RankLog, RankPlan, Shape, World, lock};
+use crate::{PlantedBug, SimConfig, SimFailure, SimReport};
 
 /// Runs the simulation for `seed` and checks its invariants.
 ///
@@ -35,70 +38,236 @@ pub fn run(seed: u64, cfg: &SimConfig) -> Result<SimReport, SimFailure> {
             seed,
             detail: format!("tokio runtime: {e}"),
         })?;
+    // Consumer plants are per thread: this run's runtime is this thread.
+    let _plants = Plants::set(cfg.plant);
     rt.block_on(simulate(seed, cfg.clone()))
+}
+
+/// Sets the consumer plants of this thread for one run, and clears them after.
+struct Plants(PlantedConsumerBugs);
+
+impl Plants {
+    fn set(p: Option<PlantedBug>) -> Self {
+        let bugs = PlantedConsumerBugs {
+            skip_boundary: p == Some(PlantedBug::SkipBoundaryCheck),
+            skip_extension: p == Some(PlantedBug::SkipExtensionCheck),
+            shared_rank_mark: p == Some(PlantedBug::SharedRankMark),
+        };
+        Self(plant(bugs))
+    }
+}
+
+impl Drop for Plants {
+    fn drop(&mut self) {
+        plant(self.0);
+    }
+}
+
+/// Draws the stream's grid and the consumer groups.
+fn draw_shape(cfg: &SimConfig, rng: &mut StdRng, planned_tgbs: u64) -> Shape {
+    let n_groups = rng.random_range(cfg.groups.clone());
+    let mut groups: Vec<GroupPlan> = Vec::with_capacity(n_groups);
+    for index in 0..n_groups {
+        let mut dp = rng.random_range(cfg.ranks.clone());
+        let mut cp = if cfg.remap {
+            rng.random_range(1..=2)
+        } else {
+            1
+        };
+        let (mut tp, mut pp) = if cfg.tp_pp {
+            (
+                if rng.random_bool(0.5) { 2 } else { 1 },
+                if rng.random_bool(0.15) { 2 } else { 1 },
+            )
+        } else {
+            (1, 1)
+        };
+        if !cfg.remap && index > 0 {
+            dp = groups[0].dp;
+        }
+        let cap = if index == 0 { 8 } else { 4 };
+        while dp * cp * tp * pp > cap {
+            if dp > 1 && cfg.remap {
+                dp -= 1;
+            } else if pp > 1 {
+                pp = 1;
+            } else if cp > 1 {
+                cp = 1;
+            } else {
+                tp = 1;
+            }
+        }
+        let checkpoint_every = rng.random_range(cfg.checkpoint_every.clone());
+        let stop_tgbs =
+            (index > 0 && rng.random_bool(cfg.retire_rate.clamp(0.0, 1.0))).then(|| {
+                let f = rng.random_range(0.15..=0.7);
+                ((planned_tgbs as f64 * f) as u64).max(1)
+            });
+        groups.push(GroupPlan {
+            index,
+            name: format!("g{index}"),
+            dp,
+            cp,
+            tp,
+            pp,
+            checkpoint_every,
+            stop_tgbs,
+        });
+    }
+    let grid = if cfg.remap {
+        Grid::new(rng.random_range(1..=4), rng.random_range(1..=2))
+    } else {
+        groups[0].grid()
+    };
+    // K consumer steps of a group read about K * D_c / D_t TGBs.
+    let interval_tgbs = groups
+        .iter()
+        .map(|g| (g.checkpoint_every * u64::from(g.dp)).div_ceil(u64::from(grid.dp)))
+        .max()
+        .unwrap_or(1);
+    let min_lag = interval_tgbs + 2;
+    let uniform_lag = rng
+        .random_bool(cfg.uniform_lag_rate.clamp(0.0, 1.0))
+        .then(|| min_lag + rng.random_range(0..=4));
+    Shape {
+        grid,
+        groups,
+        uniform_lag,
+        min_lag,
+        interval_tgbs,
+    }
 }
 
 async fn simulate(seed: u64, cfg: SimConfig) -> Result<SimReport, SimFailure> {
     let mut root = StdRng::seed_from_u64(seed);
-    let w = Arc::new(World::new(seed, cfg.clone(), &mut root));
     let n_producers = root.random_range(cfg.producers.clone());
-    let ranks = root.random_range(cfg.ranks.clone());
-    let checkpoint_every = root.random_range(cfg.checkpoint_every.clone());
-    *lock(&w.ranks) = (0..ranks).map(|_| RankLog::default()).collect();
+    let quotas: Vec<u64> = (0..n_producers)
+        .map(|_| root.random_range(cfg.tgbs_per_producer.clone()))
+        .collect();
+    let planned: u64 = quotas.iter().sum();
+    let shape = draw_shape(&cfg, &mut root, planned);
+    let w = Arc::new(World::new(seed, cfg.clone(), &mut root, shape));
+    let plans: Vec<RankPlan> = w
+        .groups
+        .iter()
+        .flat_map(|g| rank_plans(g, w.grid, planned))
+        .collect();
+    *lock(&w.ranks) = plans.iter().map(|p| (p.id(), RankLog::default())).collect();
+    let groups: Vec<String> = w
+        .groups
+        .iter()
+        .map(|g| {
+            format!(
+                "{} {}x{}x{}x{} every {}{}",
+                g.name,
+                g.dp,
+                g.cp,
+                g.tp,
+                g.pp,
+                g.checkpoint_every,
+                g.stop_tgbs
+                    .map(|t| format!(" (retired after {t} TGBs)"))
+                    .unwrap_or_default()
+            )
+        })
+        .collect();
     w.event(
         "sim",
-        format!("seed {seed}: {n_producers} producers, {ranks} ranks, checkpoint every {checkpoint_every}"),
+        format!(
+            "seed {seed}: {n_producers} producers, {planned} TGBs of {}x{}, groups {groups:?}, max_lag {:?}",
+            w.grid.dp, w.grid.cp, w.uniform_lag
+        ),
     );
+
+    // Every group registers its layout before anything is written: GC must hold
+    // every group at step 0 until each of its ranks has a watermark.
+    for g in &w.groups {
+        let c = start(
+            &w,
+            "setup",
+            &config(&g.name, 0, [g.dp, g.cp, g.tp, g.pp], 0),
+            None,
+        )
+        .await?;
+        drop(c);
+    }
+    for p in &plans {
+        w.backend.set_mark(p.id(), Some((0, 0)));
+    }
 
     let (target_tx, target_rx) = watch::channel(None::<u64>);
     let (stop_tx, stop_rx) = watch::channel(false);
-    let rank_plans: Vec<RankPlan> = (0..ranks)
-        .map(|rank| RankPlan {
-            rank,
-            ranks,
-            checkpoint_every,
-        })
-        .collect();
-    let consumers: Vec<_> = rank_plans
+    let mut group_work = Vec::new();
+    for g in &w.groups {
+        let mine: Vec<RankPlan> = plans
+            .iter()
+            .filter(|p| p.group == g.index)
+            .cloned()
+            .collect();
+        let ids: Vec<(usize, u32)> = mine.iter().map(RankPlan::id).collect();
+        let actors: Vec<_> = mine
+            .into_iter()
+            .map(|p| rank_actor(w.clone(), p, root.random(), target_rx.clone()))
+            .collect();
+        let (w, name, stops) = (w.clone(), g.name.clone(), g.stop_tgbs.is_some());
+        group_work.push(async move {
+            try_join_all(actors).await?;
+            if stops {
+                retire(&w, &name, &ids).await?;
+                w.count(|t| t.retired += 1);
+            }
+            Ok::<_, SimFailure>(())
+        });
+    }
+    let producers: Vec<_> = quotas
         .iter()
-        .map(|p| rank_actor(w.clone(), *p, root.random(), target_rx.clone()))
-        .collect();
-    let producers: Vec<_> = (0..n_producers)
-        .map(|index| {
+        .enumerate()
+        .map(|(index, quota)| {
             let plan = ProducerPlan {
                 index,
-                dp: ranks,
-                min_lag: checkpoint_every + 1,
+                grid: w.grid,
+                quota: *quota,
             };
             producer_actor(w.clone(), plan, root.random())
         })
         .collect();
-    let gc_seed: u64 = root.random();
+    let n_gc = root.random_range(cfg.reclaimers.clone());
+    let reclaimers: Vec<(Gc, u64)> = (0..n_gc)
+        .map(|i| (Gc::new(&w, i, &mut root), root.random()))
+        .collect();
+    let final_gc = Gc::new(&w, n_gc, &mut root);
+    let probe_seed: u64 = root.random();
 
     let produce = async {
         try_join_all(producers).await?;
-        let chain = check::chain(&w)?;
-        let total = chain
-            .values()
-            .next_back()
-            .map_or(0, |m| m.first_step + m.tgbs.len() as u64);
+        let total = w.backend.total();
         w.event("sim", format!("all producers done: {total} steps"));
         let _ = target_tx.send(Some(total));
         Ok::<_, SimFailure>(())
     };
     let work = async {
-        try_join(produce, try_join_all(consumers)).await?;
+        try_join(produce, try_join_all(group_work)).await?;
         let _ = stop_tx.send(true);
         Ok::<_, SimFailure>(())
     };
     let gc = async {
         if cfg.gc {
-            gc_actor(w.clone(), gc_seed, stop_rx).await
-        } else {
-            Ok(())
+            try_join_all(
+                reclaimers
+                    .into_iter()
+                    .map(|(gc, s)| gc_actor(w.clone(), gc, s, stop_rx.clone())),
+            )
+            .await?;
         }
+        Ok(())
     };
-    let everything = try_join(work, gc);
+    let probes = async {
+        if cfg.probes > 0 {
+            prober(w.clone(), probe_seed, stop_rx.clone()).await?;
+        }
+        Ok(())
+    };
+    let everything = try_join3(work, gc, probes);
     let finished = tokio::select! {
         biased;
         r = everything => Some(r),
@@ -109,22 +278,38 @@ async fn simulate(seed: u64, cfg: SimConfig) -> Result<SimReport, SimFailure> {
         Some(Err(f)) => return Err(f),
         Some(Ok(_)) => {}
     }
+    w.backend_violation()?;
 
-    probe(&w, &rank_plans, &mut root).await?;
+    final_restores(&w, &plans, &final_gc, &mut root).await?;
+    w.backend_violation()?;
 
     let chain = check::chain(&w)?;
     let steps = check::steps(&w, &chain)?;
     let newest = chain.values().next_back().cloned().unwrap_or_default();
     check::producers(&w, &steps, &newest)?;
-    check::ranks(&w, &steps)?;
+    check::ranks(&w, &plans, steps.len() as u64)?;
     if cfg.check_max_lag {
         check::max_lag(&w)?;
+    }
+
+    if cfg.forger
+        && let Some(v) = forge(&w, &newest).await
+    {
+        let live: Vec<&RankPlan> = plans
+            .iter()
+            .filter(|p| w.groups[p.group].stop_tgbs.is_none())
+            .collect();
+        if !live.is_empty() {
+            let p = live[root.random_range(0..live.len())];
+            forged_refused(&w, p, &newest, v).await?;
+        }
     }
 
     let last_draw: u64 = root.random();
     let virtual_ms = w.elapsed_ms();
     let events = w.events();
     let fs = w.faults.stats();
+    let bc = w.backend.counts();
     let mut h = Fnv::default();
     for e in &events {
         h.bytes(e.as_bytes()).bytes(b"\n");
@@ -142,43 +327,67 @@ async fn simulate(seed: u64, cfg: SimConfig) -> Result<SimReport, SimFailure> {
         seed,
         digest: h.0,
         producers: n_producers,
-        ranks,
+        tgb_grid: (w.grid.dp, w.grid.cp),
+        groups: w.groups.iter().map(|g| (g.dp, g.cp, g.tp, g.pp)).collect(),
+        ranks: plans.len() as u32,
+        retired: tally.retired,
         steps: steps.len() as u64,
         versions: newest.version,
         incarnations: tally.incarnations,
         producer_crashes: tally.producer_crashes,
         zombies: tally.zombies,
+        suspends: tally.suspends,
         consumer_restores: tally.consumer_restores,
+        probes: (
+            tally.probes,
+            tally.ghost_probes,
+            tally.remap_probes,
+            tally.reclaimed_probes,
+        ),
+        reclaimers: if cfg.gc { n_gc } else { 0 },
         gc_passes: tally.gc_passes,
         gc_interrupted: tally.gc_interrupted,
+        gc_deletes_checked: bc.deletes_checked,
+        storage_checks: tally.storage_checks,
         conflicts: tally.conflicts,
         ambiguous: tally.ambiguous,
         lost_replies_recovered: tally.lost_replies_recovered,
         ghosts_prevented: tally.ghosts_prevented,
+        ghosts_written: bc.ghosts,
+        delayed_creates: bc.delayed_creates,
         reclaimed: (
             tally.tgbs_reclaimed,
             tally.orphans_reclaimed,
             tally.manifests_reclaimed,
         ),
         faults: (fs.before, fs.after, fs.stale),
-        planted_hits: w.backend.planted_hits(),
+        stale_overwrites: bc.stale_overwrites,
+        planted_hits: bc.planted_hits,
         virtual_ms,
         events: events.len(),
     })
 }
 
-/// After the run: one more GC pass, then every rank restores from its last
-/// checkpoint and must replay the next step exactly (nothing a live
-/// watermark needs was reclaimed).
-async fn probe(w: &World, plans: &[RankPlan], rng: &mut StdRng) -> Result<(), SimFailure> {
+/// After the run: one more GC pass, then every rank of a live group restores from its
+/// last checkpoint and must get exactly the next step (nothing a live watermark needs
+/// was reclaimed).
+async fn final_restores(
+    w: &World,
+    plans: &[RankPlan],
+    gc: &Gc,
+    rng: &mut StdRng,
+) -> Result<(), SimFailure> {
     if w.cfg.gc {
-        gc_pass(w, rng, false).await?;
+        gc_pass(w, gc, rng, false).await?;
     }
-    for plan in plans {
-        let who = format!("r{}*", plan.rank);
+    for plan in plans
+        .iter()
+        .filter(|p| w.groups[p.group].stop_tgbs.is_none())
+    {
+        let who = format!("{}*", plan.who());
         let (from, seen) = {
             let ranks = lock(&w.ranks);
-            let log = ranks.get(plan.rank as usize);
+            let log = ranks.get(&plan.id());
             (
                 log.and_then(|l| l.last_checkpoint.clone()),
                 log.map_or(0, |l| l.seen.len() as u64),
@@ -188,13 +397,13 @@ async fn probe(w: &World, plans: &[RankPlan], rng: &mut StdRng) -> Result<(), Si
         if next >= seen {
             continue;
         }
-        w.event(&who, format!("probe: restore at step {next}"));
-        let mut c = start(w, &who, &rank_config(*plan, 0), from.as_ref()).await?;
+        w.event(&who, format!("final restore at step {next}"));
+        let mut c = start(w, &who, &plan.config, from.as_ref()).await?;
         let mut errors = 0;
         loop {
             match c.next().await {
                 Ok(b) => {
-                    record(w, *plan, &who, &b)?;
+                    record(w, plan, &who, &b)?;
                     break;
                 }
                 Err(e) => crate::consumers::judge(w, &who, &e, &mut errors).await?,
@@ -210,7 +419,10 @@ fn stuck_detail(w: &World) -> String {
         .filter(|(_, p)| !p.finished)
         .map(|(id, p)| format!("{id} (believed {}/{})", p.believed, p.quota))
         .collect();
-    let ranks: Vec<usize> = lock(&w.ranks).iter().map(|r| r.seen.len()).collect();
+    let ranks: Vec<String> = lock(&w.ranks)
+        .iter()
+        .map(|(id, r)| format!("g{}r{}:{}", id.0, id.1, r.seen.len()))
+        .collect();
     format!(
         "not finished after {:?} of virtual time; unfinished producers {producers:?}, steps seen per rank {ranks:?}",
         w.cfg.deadline

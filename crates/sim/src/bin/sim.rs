@@ -1,8 +1,11 @@
 //! Runs many simulation seeds; exits non-zero on the first failure.
 //!
 //! ```text
-//! sim [--seeds N] [--start S] [--seed S] [--trace] [--verbose] [--plant overwrite|false-success|stale-boundary|skip-state-map-check]
+//! sim [--seeds N] [--start S] [--seed S] [--trace] [--verbose] [--plant NAME]
 //! ```
+//! `NAME` is one of `overwrite`, `false-success`, `stale-boundary`, `skip-state-map-check`,
+//! `skip-boundary-check`, `lower-boundary`, `skip-extension-check`, `shared-rank-mark`
+//! (see `PlantedBug`).
 //! `--seed S` runs one seed (with `--trace` it prints the run's last events
 //! on failure); `--seeds N --start S` runs seeds `S..S+N` with a progress line.
 
@@ -66,6 +69,14 @@ struct Args {
     cfg: SimConfig,
 }
 
+fn plant_names() -> String {
+    PlantedBug::NAMED
+        .iter()
+        .map(|(n, _)| *n)
+        .collect::<Vec<_>>()
+        .join("|")
+}
+
 fn parse() -> Result<Args, String> {
     let mut a = Args {
         start: 0,
@@ -92,6 +103,9 @@ fn parse() -> Result<Args, String> {
             "--trace" => a.trace = true,
             "--strict" => a.cfg.strict = true,
             "--small-buffers" => a.cfg.small_buffers = true,
+            "--open-race-fails" => a.cfg.tolerate_open_race = false,
+            "--gc-stale-reads" => a.cfg.gc_stale_reads = true,
+            "--ghost-base-fails" => a.cfg.tolerate_ghost_base = false,
             "--stale-listings" => a.cfg.stale_listings = true,
             "--check-max-lag" => a.cfg.check_max_lag = true,
             "--max-commit-age-ms" => {
@@ -103,24 +117,19 @@ fn parse() -> Result<Args, String> {
             }
             "--verbose" | "-v" => a.verbose = true,
             "--plant" => {
-                a.plant = Some(match it.next().as_deref() {
-                    Some("overwrite") => PlantedBug::CreateOverwrites { rate: 0.5 },
-                    Some("false-success") => PlantedBug::FalseSuccess { rate: 0.5 },
-                    Some("stale-boundary") => PlantedBug::StaleBoundary { rate: 0.5 },
-                    Some("skip-state-map-check") => PlantedBug::SkipStateMapCheck,
-                    other => {
-                        return Err(format!(
-                            "--plant overwrite|false-success|stale-boundary|skip-state-map-check, not {other:?}"
-                        ));
-                    }
-                })
+                let name = it.next();
+                a.plant = Some(
+                    name.as_deref()
+                        .and_then(PlantedBug::from_name)
+                        .ok_or_else(|| format!("--plant {}, not {name:?}", plant_names()))?,
+                )
             }
             "-h" | "--help" => {
-                return Err(
-                    "usage: sim [--seeds N] [--start S] [--seed S] [--trace] [--verbose] [--strict] [--small-buffers] [--stale-listings] [--check-max-lag] \
-                     [--max-commit-age-ms MS] [--orphan-grace-ms MS] [--plant overwrite|false-success|stale-boundary|skip-state-map-check]"
-                        .into(),
-                );
+                return Err(format!(
+                    "usage: sim [--seeds N] [--start S] [--seed S] [--trace] [--verbose] [--strict] [--open-race-fails] [--gc-stale-reads] [--ghost-base-fails] [--small-buffers] [--stale-listings] [--check-max-lag] \
+                     [--max-commit-age-ms MS] [--orphan-grace-ms MS] [--plant {}]",
+                    plant_names()
+                ));
             }
             other => return Err(format!("unknown argument {other:?} (try --help)")),
         }
@@ -154,21 +163,31 @@ fn main() -> ExitCode {
                     println!("{r:#?}");
                 } else if args.verbose {
                     println!(
-                        "seed {seed} digest {:016x} steps {} versions {} incarnations {} crashes {} zombies {} restores {} \
-                         conflicts {} ambiguous {} lost-replies {} ghosts {} gc {}/{} reclaimed {:?} faults {:?} virtual {}ms",
+                        "seed {seed} digest {:016x} steps {} versions {} grid {:?} groups {:?} incarnations {} crashes {} zombies {} suspends {} \
+                         restores {} probes {:?} retired {} conflicts {} ambiguous {} lost-replies {} ghosts {}/{} delayed {} \
+                         gc {}/{} deletes-checked {} storage-checks {} reclaimed {:?} faults {:?} virtual {}ms",
                         r.digest,
                         r.steps,
                         r.versions,
+                        r.tgb_grid,
+                        r.groups,
                         r.incarnations,
                         r.producer_crashes,
                         r.zombies,
+                        r.suspends,
                         r.consumer_restores,
+                        r.probes,
+                        r.retired,
                         r.conflicts,
                         r.ambiguous,
                         r.lost_replies_recovered,
                         r.ghosts_prevented,
+                        r.ghosts_written,
+                        r.delayed_creates,
                         r.gc_interrupted,
                         r.gc_passes,
+                        r.gc_deletes_checked,
+                        r.storage_checks,
                         r.reclaimed,
                         r.faults,
                         r.virtual_ms
