@@ -4,9 +4,9 @@
 //! Replay one seed: `BATCHWEAVE_SIM_SEED=N cargo test -p batchweave-sim --test seeds replay -- --nocapture`
 //! (or `cargo run -p batchweave-sim --release --bin sim -- --seed N --trace`).
 
-use batchweave_sim::{PlantedBug, SimConfig, SimFailure, run};
+use batchweave_sim::{PlantedBug, SimConfig, SimFailure, SimReport, run};
 
-/// Seeds `cargo test` runs (about 20 s in a debug build on two cores, under a minute when they are busy).
+/// Seeds `cargo test` runs.
 const CI_SEEDS: u64 = 400;
 
 /// Seeds within which a planted bug must be caught.
@@ -22,27 +22,89 @@ fn fail(f: &SimFailure) -> ! {
 #[test]
 fn ci_seeds_hold_every_invariant() {
     let cfg = SimConfig::default();
-    let mut steps = 0;
-    let mut restores = 0;
-    let mut zombies = 0;
-    let mut lost = 0;
+    let mut t = Totals::default();
     for seed in 0..CI_SEEDS {
         match run(seed, &cfg) {
-            Ok(r) => {
-                steps += r.steps;
-                restores += r.consumer_restores;
-                zombies += r.zombies;
-                lost += r.lost_replies_recovered;
-            }
+            Ok(r) => t.add(&r),
             Err(f) => fail(&f),
         }
     }
     // The schedule really exercised the interesting paths.
-    assert!(steps > CI_SEEDS * 10, "only {steps} steps");
+    assert!(t.steps > CI_SEEDS * 10, "only {} steps", t.steps);
     assert!(
-        restores > 0 && zombies > 0 && lost > 0,
-        "restores {restores}, zombies {zombies}, lost replies {lost}"
+        t.restores > 0 && t.zombies > 0 && t.lost > 0,
+        "restores {}, zombies {}, lost replies {}",
+        t.restores,
+        t.zombies,
+        t.lost
     );
+    eprintln!("{t:?}");
+    let exercised = [
+        ("remapped groups", t.remapped),
+        ("groups with TP or PP above 1", t.tp_pp),
+        ("several groups", t.multi_group),
+        ("retired groups", t.retired),
+        ("two reclaimers", t.two_reclaimers),
+        ("ghost writes", t.ghosts),
+        ("ghost probes", t.ghost_probes),
+        ("probes at another DP", t.remap_probes),
+        ("probes answered DataReclaimed", t.reclaimed_probes),
+        ("host suspends", t.suspends),
+        ("delayed creates", t.delayed),
+        ("stale reads of overwritten objects", t.stale_overwrites),
+        ("deletions checked", t.deletes_checked),
+        ("storage-bound checks", t.storage_checks),
+    ];
+    for (what, n) in exercised {
+        assert!(n > 0, "no {what} in {CI_SEEDS} seeds: {t:?}");
+    }
+}
+
+/// What the CI seeds exercised, summed.
+#[derive(Debug, Default)]
+struct Totals {
+    steps: u64,
+    restores: u64,
+    zombies: u64,
+    lost: u64,
+    remapped: u64,
+    tp_pp: u64,
+    multi_group: u64,
+    retired: u64,
+    two_reclaimers: u64,
+    ghosts: u64,
+    ghost_probes: u64,
+    remap_probes: u64,
+    reclaimed_probes: u64,
+    suspends: u64,
+    delayed: u64,
+    stale_overwrites: u64,
+    deletes_checked: u64,
+    storage_checks: u64,
+}
+
+impl Totals {
+    fn add(&mut self, r: &SimReport) {
+        self.steps += r.steps;
+        self.restores += r.consumer_restores;
+        self.zombies += r.zombies;
+        self.lost += r.lost_replies_recovered;
+        let (dt, ct) = r.tgb_grid;
+        self.remapped += u64::from(r.groups.iter().any(|g| (g.0, g.1) != (dt, ct)));
+        self.tp_pp += u64::from(r.groups.iter().any(|g| g.2 * g.3 > 1));
+        self.multi_group += u64::from(r.groups.len() > 1);
+        self.retired += r.retired;
+        self.two_reclaimers += u64::from(r.reclaimers > 1);
+        self.ghosts += r.ghosts_written;
+        self.ghost_probes += r.probes.1;
+        self.remap_probes += r.probes.2;
+        self.reclaimed_probes += r.probes.3;
+        self.suspends += r.suspends;
+        self.delayed += r.delayed_creates;
+        self.stale_overwrites += r.stale_overwrites;
+        self.deletes_checked += r.gc_deletes_checked;
+        self.storage_checks += r.storage_checks;
+    }
 }
 
 #[test]
@@ -101,6 +163,22 @@ fn caught_within_budget(plant: PlantedBug) -> SimFailure {
     panic!("{plant:?} survived {PLANT_BUDGET} seeds");
 }
 
+/// Asserts that `plant` is caught within the budget by one of `invariants`, at `seed`
+/// (the seed docs/reliability.md names; it moves when the schedule changes).
+fn caught_by(plant: PlantedBug, invariants: &[&str], seed: u64) {
+    let f = caught_within_budget(plant);
+    let inv = f.invariant().unwrap_or("(liveness)");
+    assert!(
+        invariants.contains(&inv),
+        "{plant:?} caught by `{inv}`, expected one of {invariants:?}: {f}"
+    );
+    assert_eq!(
+        f.seed(),
+        seed,
+        "{plant:?} is now caught at another seed: update docs/reliability.md"
+    );
+}
+
 #[test]
 fn planted_bug_is_caught() {
     // A store that ignores If-None-Match on manifests: two producers win one version.
@@ -112,10 +190,50 @@ fn planted_bug_is_caught() {
     // The producer skips the state-map check on a lost reply: a duplicate.
     let f = caught_within_budget(PlantedBug::SkipStateMapCheck);
     assert!(f.invariant().is_some(), "{f}");
-    // (PlantedBug::StaleBoundary, a blinded ghost-commit check, was caught
-    // before producers refreshed their base at every attempt; with the
-    // refresh, ghost creates are too rare in 50 seeds for it to matter, so
-    // it is not asserted here.)
+    // A boundary-log listing that misses its newest entry (a stale read).
+    let f = caught_within_budget(PlantedBug::StaleBoundary { rate: 0.5 });
+    assert!(f.invariant().is_some(), "{f}");
+}
+
+/// (a) A consumer that ignores the boundary: a probe restoring a checkpoint at a version
+/// whose slot a ghost fills is delivered the ghost's TGB.
+#[test]
+fn planted_skip_boundary_check_is_caught() {
+    caught_by(PlantedBug::SkipBoundaryCheck, &["restore-outcome"], 0);
+}
+
+/// (b) A boundary log whose newest entry holds less than the one before: readers take
+/// ghosts for live (a zombie's ghost create counts as its commit, restores get the
+/// ghost's batch or a bare NotFound).
+#[test]
+fn planted_lower_boundary_is_caught() {
+    caught_by(
+        PlantedBug::LowerBoundary,
+        &[
+            "zombie-fenced",
+            "no-ghost-commit",
+            "restore-outcome",
+            "live-chain-batch",
+        ],
+        0,
+    );
+}
+
+/// (c) A reader without the extension check: the forged version at the end is adopted.
+#[test]
+fn planted_skip_extension_check_is_caught() {
+    caught_by(PlantedBug::SkipExtensionCheck, &["forged-refused"], 0);
+}
+
+/// (d) TP ranks sharing one watermark: GC deletes what the slower rank's checkpoint
+/// needs (seen at the deletion).
+#[test]
+fn planted_shared_rank_mark_is_caught() {
+    caught_by(
+        PlantedBug::SharedRankMark,
+        &["gc-safety", "reclaim-safety"],
+        13,
+    );
 }
 
 #[test]
@@ -254,6 +372,62 @@ fn bug_gc_orphan_sweep_deletes_visible_tgb() {
         5832,
         SimConfig {
             stale_listings: true,
+            ..SimConfig::default()
+        },
+    );
+}
+
+/// Known bug (producer, `OpenRace` by wall clock): a restart whose first view is stale
+/// meets its predecessor's epoch claim and calls it a concurrent open when the claim's
+/// `last_commit_ms`, written by the predecessor's host, is not older than this open's
+/// start by this host's clock. Seed 2370: p0's incarnation on a host 1014 ms ahead
+/// claims epoch 3 and crashes at 5.8 s; the restart at 5.9 s, on a host 1362 ms behind,
+/// has a stale first view, claims epoch 3 too, finds the claim 2.4 s "in the future" and
+/// stops with `OpenRace` although no other process is alive. (A predecessor that is
+/// still committing, a zombie, has the same effect without any skew: `last_commit_ms`
+/// is its last commit, not its claim.) Tolerated by default (`tolerate_open_race`).
+#[test]
+#[ignore = "known bug, not fixed yet"]
+fn known_bug_open_race_against_a_skewed_or_committing_predecessor() {
+    must_hold(
+        2370,
+        SimConfig {
+            tolerate_open_race: false,
+            ..SimConfig::default()
+        },
+    );
+}
+
+/// Known bug (GC, safety): the newest version is a listing confirmed by GETs of the
+/// next version numbers; a stale GET ends the confirmation early, the orphan sweep takes
+/// an older version for the newest and deletes TGBs of the versions it missed once they
+/// are older than the grace period. Seed 278 with stale GETs for GC: a pass deletes
+/// `tgb/p2/0000000003-00000000000000000003.tgb`, live at step 36, while a checkpoint
+/// needs step 35 (`gc-safety`). Tolerated by default (`gc_stale_reads` off).
+#[test]
+#[ignore = "known bug, not fixed yet"]
+fn known_bug_orphan_sweep_after_a_stale_probe() {
+    must_hold(
+        278,
+        SimConfig {
+            gc_stale_reads: true,
+            ..SimConfig::default()
+        },
+    );
+}
+
+/// Known bug (producer, liveness): `poll_cached` refreshes the base with the boundary
+/// read before, so a producer woken from a suspend adopts the ghost that fills its next
+/// version number; the fresh resync then refuses the live chain as not extending that
+/// ghost and the producer stops with a `Data` error ("manifest version 30 does not extend
+/// version 29"). Seed 11700. Tolerated by default (`tolerate_ghost_base`).
+#[test]
+#[ignore = "known bug, not fixed yet"]
+fn known_bug_producer_adopts_a_ghost_base() {
+    must_hold(
+        11700,
+        SimConfig {
+            tolerate_ghost_base: false,
             ..SimConfig::default()
         },
     );
