@@ -1,11 +1,13 @@
-//! Compiles `proto/batchweave/v1/manifest.proto` into Rust types with prost,
-//! using protox (a pure-Rust protobuf compiler), so no `protoc` is needed.
+//! Compiles `proto/batchweave/v1/manifest.proto` (inside this crate, so that the
+//! packaged crate builds; the repository's top-level `proto` links here) into Rust
+//! types with prost, using protox (a pure-Rust protobuf compiler), so no `protoc` is
+//! needed.
 
 use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?);
-    let proto_root = manifest_dir.join("..").join("..").join("proto");
+    let proto_root = manifest_dir.join("proto");
     let proto_file = proto_root
         .join("batchweave")
         .join("v1")

@@ -2,13 +2,16 @@
 //!
 //! | command | what it does |
 //! |---|---|
-//! | `cargo xtask ci` | fmt check, clippy `-D warnings`, docs with warnings denied, then `test` |
+//! | `cargo xtask ci` | fmt check, clippy `-D warnings`, docs with warnings denied, the API snapshot, the packaging check, then `test`, chaos and the bench smoke run |
 //! | `cargo xtask test` | starts moto (S3), Azurite and SeaweedFS on 127.0.0.1, runs every test against them, stops them |
 //! | `cargo xtask chaos [--short]` | real produce/consume/gc processes on SeaweedFS with SIGKILLs and a server restart; checks 0 lost/duplicated/reordered |
 //! | `cargo xtask sim --seeds N [--start S]` | the deterministic simulation over many seeds in release mode (`--seed S --trace` replays one) |
 //! | `cargo xtask bench [--quick]` | `batchweave bench all --sim` in release mode (feature `sim`); results in `target/bench/*.json` and `*.svg` (ratios are reported, never asserted) |
+//! | `cargo xtask api [--bless]` | the public-API snapshot of the facade and library crates (`api/*.txt`, `cargo public-api` installed into `.tools/cargo`): compare, or rewrite |
+//! | `cargo xtask package` | `cargo package` (with its build check) of every crate meant for crates.io |
 //! | `cargo xtask servers` | starts the servers, prints their environment, waits for Enter, stops them |
 
+mod api;
 mod chaos;
 #[cfg(test)]
 mod docrefs;
@@ -101,6 +104,9 @@ fn ci() -> Result<()> {
             .args(["doc", "--workspace", "--no-deps", "--all-features"])
             .env("RUSTDOCFLAGS", "-Dwarnings"),
     )?;
+    eprintln!("\n==> public API snapshot (api/*.txt)");
+    api::check(false)?;
+    package()?;
     test()?;
     eprintln!("\n==> chaos (short): real processes, SIGKILLs, an S3 server restart");
     chaos::chaos(true)?;
@@ -161,6 +167,34 @@ fn bench(quick: bool) -> Result<()> {
     Ok(())
 }
 
+/// The crates meant for crates.io. The CLI is not among them: it is built on the
+/// unpublished harness crate (install it with `cargo install --path crates/cli`).
+const PUBLISHED: [&str; 9] = [
+    "batchweave-store",
+    "batchweave-manifest",
+    "batchweave-tgb",
+    "batchweave-dac",
+    "batchweave-chain",
+    "batchweave-producer",
+    "batchweave-consumer",
+    "batchweave-gc",
+    "batchweave",
+];
+
+/// `cargo package` of every published crate, with cargo's build of the packaged
+/// sources (which catches a crate that includes a file outside its directory).
+fn package() -> Result<()> {
+    let mut cmd = cargo();
+    cmd.args(["package", "--allow-dirty"]);
+    for p in PUBLISHED {
+        cmd.args(["-p", p]);
+    }
+    step(
+        "cargo package (every published crate, built from its package)",
+        &mut cmd,
+    )
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
@@ -168,6 +202,8 @@ fn main() -> Result<()> {
         Some("test") => test(),
         Some("chaos") => chaos::chaos(args.iter().any(|a| a == "--short")),
         Some("bench") => bench(args.iter().any(|a| a == "--quick")),
+        Some("api") => api::check(args.iter().any(|a| a == "--bless")),
+        Some("package") => package(),
         Some("sim") => step(
             "deterministic simulation (release)",
             cargo()
@@ -195,7 +231,7 @@ fn main() -> Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|test|chaos [--short]|sim --seeds N|bench [--quick]|servers>"
+                "usage: cargo xtask <ci|test|chaos [--short]|sim --seeds N|bench [--quick]|api [--bless]|package|servers>"
             );
             std::process::exit(2)
         }

@@ -25,13 +25,15 @@
 //!     encode_manifest, manifest_key, rebase, stream_grid, tgb_key,
 //! };
 //!
+//! // A 2 x 1 TGB of 4000 payload bytes: a 60-byte footer (20 + 20 per slice) and the
+//! // 32-byte trailer follow the slices (docs/format-tgb.md).
 //! let tgb = TgbDescriptor {
 //!     key: tgb_key("p0", 1, 1),
-//!     object_size: 4096,
+//!     object_size: 4092,
 //!     dp: 2,
 //!     cp: 1,
 //!     footer_offset: 4000,
-//!     footer_length: 64,
+//!     footer_length: 60,
 //!     producer_id: "p0".into(),
 //!     epoch: 1,
 //!     sequence: 1,
