@@ -127,7 +127,12 @@ fn print_results(cfg: &DemoConfig, r: &DemoReport) {
         mib(r.peak_retained_bytes),
         mib(r.stored_tgb_bytes)
     );
-    println!("  producer restart   prep-0 killed at half its work and resumed from offset");
+    match r.producer_restart {
+        Some((killed, resumed)) => println!(
+            "  producer restart   prep-0 killed after offset {killed} and resumed from its committed offset {resumed}"
+        ),
+        None => println!("  producer restart   none (the run stopped before it)"),
+    }
     println!(
         "  rank restore       {} rank restored from its checkpoint and replayed exactly",
         r.ranks_restored

@@ -107,6 +107,9 @@ pub struct DemoReport {
     pub peak_retained_bytes: u64,
     /// TGB object bytes still stored at the end.
     pub stored_tgb_bytes: u64,
+    /// The killed producer: the source offset it was killed after, and the committed
+    /// offset its restarted incarnation resumed from (what it had committed by then).
+    pub producer_restart: Option<(u64, u64)>,
     /// Ranks restored from a checkpoint that replayed exactly the steps they had seen.
     pub ranks_restored: usize,
 }
@@ -143,7 +146,7 @@ async fn produce(
     index: u32,
     count: u64,
     args: DemoConfig,
-) -> Result<(u64, u64, u64)> {
+) -> Result<(u64, u64, u64, Option<(u64, u64)>)> {
     let id = format!("prep-{index}");
     let settings = ProducerSettings {
         max_lag: Some(args.max_lag),
@@ -158,6 +161,8 @@ async fn produce(
     // are lost) and restarted with the same id.
     let kill_at = if index == 0 { Some(count / 2) } else { None };
     let mut incarnation = 0;
+    // (killed after offset, the restarted incarnation's committed offset)
+    let mut restart: Option<(u64, u64)> = None;
     loop {
         incarnation += 1;
         let mut p = sh
@@ -167,6 +172,9 @@ async fn produce(
             .open()
             .await?;
         let from = p.committed_offset();
+        if let Some((killed_after, _)) = restart {
+            restart = Some((killed_after, from));
+        }
         anyhow::ensure!(
             p.next_sequence() == from + 1,
             "{id}: sequence {} does not follow offset {from}",
@@ -194,6 +202,7 @@ async fn produce(
             }
         }
         if killed {
+            restart = kill_at.map(|k| (k, 0));
             let st = p.stats();
             attempts += st.attempts;
             successes += st.successes;
@@ -206,7 +215,7 @@ async fn produce(
         successes += st.successes;
         bytes += st.bytes_committed;
         sh.committed.fetch_add(st.tgbs_committed, Ordering::Relaxed);
-        return Ok((attempts, successes, bytes));
+        return Ok((attempts, successes, bytes, restart));
     }
 }
 
@@ -334,7 +343,7 @@ pub async fn run(dir: &Path, args: &DemoConfig, progress: &dyn Progress) -> Resu
     });
 
     let mut tasks: JoinSet<Result<Option<(u32, RankLog)>>> = JoinSet::new();
-    let mut prod_tasks: JoinSet<Result<(u64, u64, u64)>> = JoinSet::new();
+    let mut prod_tasks: JoinSet<Result<(u64, u64, u64, Option<(u64, u64)>)>> = JoinSet::new();
     let per = args.steps / u64::from(args.producers);
     let mut expected: BTreeSet<(String, u64)> = BTreeSet::new();
     for i in 0..args.producers {
@@ -377,7 +386,8 @@ pub async fn run(dir: &Path, args: &DemoConfig, progress: &dyn Progress) -> Resu
     loop {
         let failed = tokio::select! {
             Some(r) = prod_tasks.join_next() => match r {
-                Ok(Ok((a, s, b))) => {
+                Ok(Ok((a, s, b, restart))) => {
+                    report.producer_restart = report.producer_restart.or(restart);
                     report.attempts += a;
                     report.successes += s;
                     report.ingested_bytes += b;
