@@ -172,6 +172,13 @@ impl Follower {
             // GC moved past it while we read: the next call lists from the new boundary.
             return Ok(false);
         }
+        if self.below(self.current.version, &b) {
+            // The version held is deleted, and may be a ghost (a producer's base can be
+            // one: `poll_cached` adopts without a fresh boundary read). Extension is a
+            // property of the live chain: take the newest live version without comparing.
+            self.current = Arc::new(m);
+            return Ok(true);
+        }
         self.adopt(m)
     }
 
@@ -205,6 +212,19 @@ impl Follower {
         if self.below(m.version, &b) {
             return self.jump_from(b.min_live_version).await;
         }
-        self.adopt(m)
+        match self.adopt(m) {
+            Err(e @ ChainError::Diverged { .. }) => {
+                // The next version does not extend the one held. If the held one is
+                // deleted (a producer's base adopted with a boundary read before a
+                // suspend can be a ghost), the live chain goes on from the boundary;
+                // otherwise a writer rewrote history and the error stands.
+                let b = self.refresh_boundary().await?;
+                if self.below(self.current.version, &b) {
+                    return self.jump_from(b.min_live_version).await;
+                }
+                Err(e)
+            }
+            other => other,
+        }
     }
 }

@@ -131,8 +131,7 @@ impl Committer {
 
     /// Commits a version with no TGBs that records this incarnation's epoch
     /// (the claim that fences older incarnations). Retries until it lands.
-    /// `opened_ms` is the wall-clock time at which the open began.
-    pub(crate) async fn claim(&mut self, opened_ms: u64) -> Result<(), ProducerError> {
+    pub(crate) async fn claim(&mut self) -> Result<(), ProducerError> {
         let mut bumps = 0;
         let mut conflicts: u32 = 0;
         loop {
@@ -149,22 +148,15 @@ impl Committer {
                     let wait = ceiling.mul_f64(self.rng.random::<f64>());
                     self.store.clock().sleep(wait).await;
                 }
-                // The epoch we picked is taken by another incarnation. If that
-                // claim was made after this open began, another process opened
-                // the id at the same moment: the first claim wins and this one
-                // fails at open, loudly, rather than fencing the winner a moment
-                // later. If it is older, our first view was stale (a read that
-                // missed the newest versions): claim the next epoch, as any
-                // restart does.
+                // The epoch we picked is taken by another incarnation. At our own
+                // epoch: another process read the same chain and claimed first (an
+                // open at the same moment): the first claim wins and this one fails
+                // at open, loudly, rather than fencing the winner a moment later.
+                // At a higher epoch our first view was stale (on a store that keeps
+                // read-after-write, a fresh view always shows the newest epoch):
+                // claim the next one, as any restart does.
                 Err(ProducerError::Fenced { theirs, .. }) if theirs.0 >= self.me.epoch => {
-                    let claimed_ms = self
-                        .follower
-                        .current()
-                        .producers
-                        .get(&self.me.id)
-                        .filter(|e| (e.epoch, e.incarnation) == theirs)
-                        .map_or(u64::MAX, |e| e.last_commit_ms);
-                    if claimed_ms >= opened_ms || bumps >= 8 {
+                    if theirs.0 == self.me.epoch || bumps >= 8 {
                         return Err(ProducerError::OpenRace {
                             producer_id: self.me.id.clone(),
                             epoch: theirs.0,

@@ -118,7 +118,6 @@ impl Producer {
         validate_producer_id(&b.id).map_err(|e| ProducerError::Invalid(e.to_string()))?;
         b.settings.validate().map_err(ProducerError::Invalid)?;
         let limits = b.settings.limits;
-        let opened_ms = b.store.clock().unix_millis();
         let mut follower = Follower::new(Chain::new(b.store.clone(), limits));
         let live = follower.refresh_boundary().await?.min_live_version.max(1);
         follower.jump_from(live).await?;
@@ -151,7 +150,7 @@ impl Producer {
             shared.clone(),
             permits.clone(),
         );
-        committer.claim(opened_ms).await?;
+        committer.claim().await?;
         // The claim may have moved to a newer epoch (a stale first view).
         let me = committer.me.clone();
         let grid = stream_grid(committer.follower.current());
