@@ -141,12 +141,16 @@ struct Shared {
     consumed: AtomicU64,
 }
 
+/// What one producer task did: commit attempts, successes, payload bytes committed, and
+/// for the killed producer (the offset it was killed after, the offset it resumed from).
+type ProducerOutcome = (u64, u64, u64, Option<(u64, u64)>);
+
 async fn produce(
     sh: Arc<Shared>,
     index: u32,
     count: u64,
     args: DemoConfig,
-) -> Result<(u64, u64, u64, Option<(u64, u64)>)> {
+) -> Result<ProducerOutcome> {
     let id = format!("prep-{index}");
     let settings = ProducerSettings {
         max_lag: Some(args.max_lag),
@@ -343,7 +347,7 @@ pub async fn run(dir: &Path, args: &DemoConfig, progress: &dyn Progress) -> Resu
     });
 
     let mut tasks: JoinSet<Result<Option<(u32, RankLog)>>> = JoinSet::new();
-    let mut prod_tasks: JoinSet<Result<(u64, u64, u64, Option<(u64, u64)>)>> = JoinSet::new();
+    let mut prod_tasks: JoinSet<Result<ProducerOutcome>> = JoinSet::new();
     let per = args.steps / u64::from(args.producers);
     let mut expected: BTreeSet<(String, u64)> = BTreeSet::new();
     for i in 0..args.producers {
