@@ -12,7 +12,7 @@
 //! ```
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use batchweave_chain::Follower;
@@ -28,7 +28,7 @@ use tracing::Instrument;
 
 use crate::ProducerError;
 use crate::settings::{FailPoint, FailPoints, ProducerSettings};
-use crate::stats::ProducerStats;
+use crate::shared::Shared;
 
 /// Messages from the producer handle to its committer.
 pub(crate) enum Msg {
@@ -36,31 +36,6 @@ pub(crate) enum Msg {
     /// milliseconds (ages must count time the host spent suspended).
     Tgb(TgbDescriptor, u64),
     Flush(oneshot::Sender<Result<(), ProducerError>>),
-}
-
-pub(crate) struct Shared {
-    pub(crate) stats: Mutex<ProducerStats>,
-    pub(crate) fatal: Mutex<Option<Arc<ProducerError>>>,
-    /// The one worker of [`ProducerSettings::single_worker`]: held by an
-    /// upload, or by the committer across back-to-back attempts.
-    pub(crate) worker: Arc<tokio::sync::Mutex<()>>,
-}
-
-impl Shared {
-    pub(crate) fn stats_mut<R>(&self, f: impl FnOnce(&mut ProducerStats) -> R) -> R {
-        let mut g = self.stats.lock().unwrap_or_else(|p| p.into_inner());
-        f(&mut g)
-    }
-
-    pub(crate) fn fatal(&self) -> Option<Arc<ProducerError>> {
-        self.fatal.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    pub(crate) fn set_fatal(&self, e: ProducerError) -> Arc<ProducerError> {
-        let e = Arc::new(e);
-        let mut g = self.fatal.lock().unwrap_or_else(|p| p.into_inner());
-        g.get_or_insert_with(|| e.clone()).clone()
-    }
 }
 
 /// Identity of this incarnation.

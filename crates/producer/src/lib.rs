@@ -42,6 +42,7 @@ mod descriptor;
 mod error;
 mod producer;
 mod settings;
+mod shared;
 mod stats;
 
 pub use batchweave_dac::PolicyKind;

@@ -13,9 +13,10 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::ProducerError;
-use crate::committer::{Committer, Identity, Msg, Shared};
+use crate::committer::{Committer, Identity, Msg};
 use crate::descriptor::tgb_descriptor;
 use crate::settings::{FailPoint, FailPoints, ProducerSettings};
+use crate::shared::Shared;
 use crate::stats::ProducerStats;
 
 /// Where an appended TGB went.
