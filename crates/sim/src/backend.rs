@@ -45,7 +45,8 @@ use futures::{StreamExt, TryStreamExt};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::world::EventLog;
+use crate::config::CLOCK_BASE_MS;
+use crate::log::{EventLog, summary};
 use crate::{PlantedBug, SimConfig};
 
 type BoxFut<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
@@ -265,9 +266,9 @@ impl State {
         {
             eprintln!(
                 "{:>9}ms store  write{} {}",
-                now.saturating_sub(crate::world::CLOCK_BASE_MS),
+                now.saturating_sub(CLOCK_BASE_MS),
                 if ghost { " (GHOST)" } else { "" },
-                crate::check::summary(m)
+                summary(m)
             );
         }
         self.manifests.push(ManifestWrite {
@@ -672,10 +673,8 @@ impl SimBackend {
         {
             eprintln!(
                 "{:>9}ms store  refused {}: {e}",
-                self.clock
-                    .unix_millis()
-                    .saturating_sub(crate::world::CLOCK_BASE_MS),
-                crate::check::summary(&m)
+                self.clock.unix_millis().saturating_sub(CLOCK_BASE_MS),
+                summary(&m)
             );
         }
         match r {

@@ -20,7 +20,8 @@ use batchweave_manifest::{
 use batchweave_tgb::steps_covered;
 
 use crate::SimFailure;
-use crate::world::{RankPlan, World, lock};
+use crate::log::{lock, summary};
+use crate::world::{RankPlan, World};
 
 /// The chain as written: the last write of each version, decoded.
 pub(crate) fn chain(w: &World) -> Result<BTreeMap<u64, Manifest>, SimFailure> {
@@ -51,31 +52,6 @@ pub(crate) fn chain(w: &World) -> Result<BTreeMap<u64, Manifest>, SimFailure> {
         out.insert(v, m);
     }
     Ok(out)
-}
-
-/// A one-line description of a version for messages.
-pub(crate) fn summary(m: &Manifest) -> String {
-    let tgbs: Vec<String> = m
-        .tgbs
-        .iter()
-        .map(|d| format!("{}#{}e{}", d.producer_id, d.sequence, d.epoch))
-        .collect();
-    let producers: Vec<String> = m
-        .producers
-        .iter()
-        .map(|(id, e)| {
-            format!(
-                "{id}:e{}/i{:x}/off{}",
-                e.epoch,
-                e.incarnation % 0x10000,
-                e.source_offset
-            )
-        })
-        .collect();
-    format!(
-        "[v{} first_step {} tgbs {tgbs:?} producers {producers:?}]",
-        m.version, m.first_step
-    )
 }
 
 fn total(m: &Manifest) -> u64 {

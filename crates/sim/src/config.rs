@@ -3,6 +3,9 @@
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
+/// Unix milliseconds the virtual clock starts at (2024-01-01T00:00:00Z).
+pub(crate) const CLOCK_BASE_MS: u64 = 1_704_067_200_000;
+
 /// A bug planted to show that the invariants catch it: in the simulated object store
 /// (breaking the store contract the protocol relies on), in the producer through its test
 /// hook [`FailPoint::SkipStateMapCheck`](batchweave_producer::FailPoint::SkipStateMapCheck),

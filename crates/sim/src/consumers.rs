@@ -17,9 +17,8 @@ use tokio::sync::watch;
 
 use crate::SimFailure;
 use crate::backend::Mark;
-use crate::world::{
-    GroupPlan, RankPlan, StepSeen, World, filler_len, lock, parse_slice, slice_bytes,
-};
+use crate::log::lock;
+use crate::world::{GroupPlan, RankPlan, StepSeen, World, filler_len, parse_slice, slice_bytes};
 
 /// Consecutive unexplained errors tolerated before they count as a violation.
 pub(crate) const MAX_ERRORS: u32 = 30;

@@ -34,7 +34,7 @@ use futures::stream::BoxStream;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::world::lock;
+use crate::log::lock;
 
 type BoxFut<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
 

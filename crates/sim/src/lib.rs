@@ -79,6 +79,7 @@ mod config;
 mod consumers;
 mod error;
 mod host;
+mod log;
 mod probe;
 mod producers;
 mod reclaim;

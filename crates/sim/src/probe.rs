@@ -19,8 +19,9 @@ use tokio::sync::watch;
 
 use crate::SimFailure;
 use crate::consumers::{MAX_ERRORS, check_batch, config, retire};
+use crate::log::lock;
 use crate::producers::slices;
-use crate::world::{World, lock};
+use crate::world::World;
 
 /// How long one probe step may take before it counts as no answer.
 const PROBE_PATIENCE: Duration = Duration::from_secs(180);

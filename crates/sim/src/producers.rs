@@ -18,7 +18,8 @@ use tokio::task::JoinHandle;
 
 use crate::SimFailure;
 use crate::host::{HostClock, HostStore};
-use crate::world::{Life, World, filler_len, lock, slice_bytes};
+use crate::log::lock;
+use crate::world::{Life, World, filler_len, slice_bytes};
 
 /// How long a zombie's append or flush may take before it is given up on.
 const ZOMBIE_PATIENCE: Duration = Duration::from_secs(120);

@@ -13,9 +13,11 @@ use rand::{Rng, SeedableRng};
 use tokio::sync::watch;
 
 use crate::SimFailure;
+use crate::config::CLOCK_BASE_MS;
 use crate::host::HostClock;
+use crate::log::lock;
 use crate::producers::draw_skew;
-use crate::world::{World, lock};
+use crate::world::World;
 
 /// One reclaimer: its name and its host's clock.
 pub(crate) struct Gc {
@@ -138,7 +140,7 @@ fn storage_bound(
                     "storage-bound",
                     format!(
                         "{key} (live step {step:?}, written at {}ms) survived a complete pass with low-water step {low} and grace {grace:?}",
-                        mtime.saturating_sub(crate::world::CLOCK_BASE_MS)
+                        mtime.saturating_sub(CLOCK_BASE_MS)
                     ),
                 ));
             }

@@ -12,10 +12,11 @@ use tokio::sync::watch;
 
 use crate::check;
 use crate::consumers::{config, rank_actor, rank_plans, record, retire, start};
+use crate::log::lock;
 use crate::probe::{forge, forged_refused, prober};
 use crate::producers::{ProducerPlan, producer_actor};
 use crate::reclaim::{Gc, gc_actor, gc_pass};
-use crate::world::{Fnv, GroupPlan, RankLog, RankPlan, Shape, World, lock};
+use crate::world::{Fnv, GroupPlan, RankLog, RankPlan, Shape, World};
 use crate::{PlantedBug, SimConfig, SimFailure, SimReport};
 
 /// Runs the simulation for `seed` and checks its invariants.

@@ -3,7 +3,7 @@
 //! actor observed.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use batchweave_consumer::{ConsumerConfig, ConsumerState};
@@ -15,16 +15,11 @@ use batchweave_tgb::{Grid, Position};
 use bytes::Bytes;
 use rand::Rng;
 use rand::rngs::StdRng;
-use tokio::time::Instant;
 
 use crate::backend::SimBackend;
+use crate::config::CLOCK_BASE_MS;
+use crate::log::{EventLog, lock};
 use crate::{SimConfig, SimFailure};
-
-/// Unix milliseconds the virtual clock starts at (2024-01-01T00:00:00Z).
-pub(crate) const CLOCK_BASE_MS: u64 = 1_704_067_200_000;
-
-/// Events kept in a failure's trace.
-const TRACE_LEN: usize = 60;
 
 /// FNV-1a, 64 bit: a stable hash for digests and payloads.
 #[derive(Debug, Clone, Copy)]
@@ -86,55 +81,6 @@ pub(crate) fn filler_len(cfg: &SimConfig, producer: &str, offset: u64) -> usize 
         .u64(7)
         .0;
     lo + usize::try_from(h % span).unwrap_or(0)
-}
-
-/// The event log, shared with the backend (which records violations with their trace).
-pub(crate) struct EventLog {
-    lines: Mutex<Vec<String>>,
-    clock: Arc<dyn Clock>,
-    start: Instant,
-    /// Print every event as it happens (`BATCHWEAVE_SIM_LOG=1`).
-    echo: bool,
-}
-
-impl EventLog {
-    fn new(clock: Arc<dyn Clock>) -> Self {
-        Self {
-            lines: Mutex::new(Vec::new()),
-            start: clock.now(),
-            clock,
-            echo: std::env::var("BATCHWEAVE_SIM_LOG").is_ok_and(|v| v == "1"),
-        }
-    }
-
-    /// Virtual milliseconds since the run started.
-    pub(crate) fn elapsed_ms(&self) -> u64 {
-        let d = self.clock.now().saturating_duration_since(self.start);
-        u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-    }
-
-    /// Appends an event to the log.
-    pub(crate) fn event(&self, who: &str, what: impl AsRef<str>) {
-        let line = format!("{:>9}ms {who:<6} {}", self.elapsed_ms(), what.as_ref());
-        tracing::trace!("{line}");
-        if self.echo {
-            eprintln!("{line}");
-        }
-        lock(&self.lines).push(line);
-    }
-
-    /// The last events.
-    pub(crate) fn trace(&self) -> Vec<String> {
-        let log = lock(&self.lines);
-        log.iter()
-            .skip(log.len().saturating_sub(TRACE_LEN))
-            .cloned()
-            .collect()
-    }
-
-    fn all(&self) -> Vec<String> {
-        lock(&self.lines).clone()
-    }
 }
 
 /// One consumer group of the run.
@@ -279,10 +225,6 @@ pub(crate) struct World {
     pub(crate) min_lag: u64,
     /// Checkpoint interval of the slowest group, in TGB steps.
     pub(crate) interval_tgbs: u64,
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The fault rules; `stale_gets` adds stale GETs of manifest versions to the stale
