@@ -34,11 +34,13 @@ use batchweave_manifest::{
     decode_manifest, parse_manifest_key,
 };
 use batchweave_store::Clock;
+use batchweave_store::object_store::memory::InMemory;
 use batchweave_store::object_store::path::Path;
 use batchweave_store::object_store::{
-    self, CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
     ObjectStoreExt, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
 };
+use batchweave_store::testing::{is_conflict_error, transient_error};
 use bytes::Bytes;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
@@ -322,7 +324,7 @@ impl SimBackend {
         log: Arc<EventLog>,
     ) -> Arc<Self> {
         Arc::new_cyclic(|me| Self {
-            inner: Arc::new(object_store::memory::InMemory::new()),
+            inner: Arc::new(InMemory::new()),
             clock,
             state: Arc::new(Mutex::new(State {
                 mtimes: BTreeMap::new(),
@@ -615,11 +617,10 @@ impl SimBackend {
                     );
                 });
                 self.clock.sleep(Duration::from_millis(give_up_ms)).await;
-                return Err(object_store::Error::Generic {
-                    store: "SimBackend",
-                    source: "timeout: the client gave up on the create (it takes effect later)"
-                        .into(),
-                });
+                return Err(transient_error(
+                    "SimBackend",
+                    "timeout: the client gave up on the create (it takes effect later)",
+                ));
             }
         }
         self.put_now(location, payload, opts).await
@@ -685,7 +686,7 @@ impl SimBackend {
                 }
                 Ok(r)
             }
-            Err(object_store::Error::AlreadyExists { .. }) if false_success => Ok(PutResult {
+            Err(e) if false_success && is_conflict_error(&e) => Ok(PutResult {
                 e_tag: None,
                 version: None,
                 extensions: Default::default(),

@@ -1,4 +1,7 @@
-//! Test helpers (feature `test-util`): the stores a test suite should run on.
+//! Test helpers (feature `test-util`): the stores a test suite should run on, and the
+//! two hooks an `ObjectStore` wrapper outside this crate needs to misbehave like a
+//! backend ([`transient_error`], [`is_conflict_error`]), so that `object_store`
+//! errors are built and matched in this crate only.
 //!
 //! `cargo xtask` starts loopback servers and exports where they are:
 //!
@@ -12,7 +15,27 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::error::{Class, classify};
 use crate::{OpenOptions, StoreError, StreamStore};
+
+/// The error a backend returns for a transient failure (a timeout, a 503): what a
+/// wrapper store returns for a request whose client gave up. [`StreamStore`] treats it
+/// like any transient error: it retries an idempotent request and reports a conditional
+/// create that got it as [`StoreError::Ambiguous`]. `store` names the wrapper,
+/// `message` says what happened.
+pub fn transient_error(store: &'static str, message: impl Into<String>) -> object_store::Error {
+    object_store::Error::Generic {
+        store,
+        source: message.into().into(),
+    }
+}
+
+/// True when `err` says the key was already taken: the error a conditional create of
+/// an existing key gets, which [`StreamStore::create`] reports as
+/// [`StoreError::Conflict`].
+pub fn is_conflict_error(err: &object_store::Error) -> bool {
+    classify(err) == Class::Conflict
+}
 
 /// A store a test can run against.
 #[derive(Debug, Clone)]
@@ -179,5 +202,26 @@ impl TestTarget {
             },
         )
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hooks_agree_with_the_store_mapping() {
+        let taken = object_store::Error::AlreadyExists {
+            path: "manifests/1".into(),
+            source: "exists".into(),
+        };
+        assert!(is_conflict_error(&taken));
+        let gave_up = transient_error("Wrapper", "timeout: the client gave up");
+        assert!(!is_conflict_error(&gave_up));
+        assert_eq!(classify(&gave_up), Class::Transient);
+        assert!(
+            gave_up.to_string().contains("the client gave up"),
+            "{gave_up}"
+        );
     }
 }
