@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use batchweave::{ConsumerConfig, ProducerSettings, Stream};
+use batchweave::{MeshConfig, ProducerSettings, RankConfig, Stream};
 use bytes::Bytes;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 
@@ -37,7 +37,12 @@ async fn pipeline(stream: Stream) {
         let stream = stream.clone();
         tasks.push(tokio::spawn(async move {
             let mut c = stream
-                .consumer(ConsumerConfig::new(r, DP, [DP, 1, 1, 1], "bench"))
+                .consumer(RankConfig::new(
+                    r,
+                    MeshConfig::new(DP, DP, 1, 1, 1),
+                    "bench",
+                ))
+                .open()
                 .await
                 .unwrap();
             for _ in 0..STEPS {

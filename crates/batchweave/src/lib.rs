@@ -13,7 +13,7 @@
 //!
 //! ```
 //! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
-//! use batchweave::{ConsumerConfig, ProducerSettings, Stream};
+//! use batchweave::{ConsumerSettings, MeshConfig, ProducerSettings, RankConfig, Stream};
 //! use bytes::Bytes;
 //!
 //! let dir = tempfile::tempdir()?;
@@ -30,10 +30,11 @@
 //! }
 //!
 //! // Four ranks: DP=2, TP=2. Ranks of one TP group read the same slice.
+//! let mesh = MeshConfig::new(4, 2, 1, 2, 1); // world size, DP, CP, TP, PP
 //! let mut ranks = Vec::new();
 //! for rank in 0..4 {
-//!     let cfg = ConsumerConfig::new(rank, 4, [2, 1, 2, 1], "train");
-//!     ranks.push(stream.consumer(cfg).await?);
+//!     let me = RankConfig::new(rank, mesh, "train");
+//!     ranks.push(stream.consumer(me).settings(ConsumerSettings::default()).open().await?);
 //! }
 //! let mut first_steps = Vec::new();
 //! for c in &mut ranks {
@@ -45,8 +46,8 @@
 //! let state = ranks[0].state();
 //! ranks[0].checkpoint_committed(&state).await?;
 //! let step1 = ranks[0].next().await?;
-//! let cfg = ConsumerConfig::new(0, 4, [2, 1, 2, 1], "train");
-//! let mut restored = stream.restore_consumer(cfg, &state).await?;
+//! let me = RankConfig::new(0, mesh, "train");
+//! let mut restored = stream.consumer(me).state(state).open().await?;
 //! let again = restored.next().await?;
 //! assert_eq!((again.step, &again.data), (step1.step, &step1.data));
 //! # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
@@ -66,7 +67,8 @@ mod stream;
 pub struct ReadmeDoctests;
 
 pub use batchweave_consumer::{
-    Batch, Consumer, ConsumerConfig, ConsumerState, ConsumerStats, ReadMode,
+    Batch, Consumer, ConsumerSettings, ConsumerState, ConsumerStats, MeshConfig, RankConfig,
+    ReadMode,
 };
 pub use batchweave_dac::PolicyKind;
 pub use batchweave_gc::{GcReport, GcSettings, GcTask, Reclaimer};

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use batchweave_consumer::{Consumer, ConsumerConfig, ConsumerState};
+use batchweave_consumer::{Consumer, ConsumerBuilder, RankConfig};
 use batchweave_gc::{GcSettings, LowWater, Reclaimer};
 use batchweave_manifest::{GcBoundary, ProducerState};
 use batchweave_producer::ProducerBuilder;
@@ -71,19 +71,11 @@ impl Stream {
         batchweave_producer::Producer::builder(self.store.clone(), producer_id)
     }
 
-    /// A consumer for one rank, starting at step 0.
-    pub async fn consumer(&self, config: ConsumerConfig) -> Result<Consumer, Error> {
-        Ok(Consumer::open(self.store.clone(), config).await?)
-    }
-
-    /// A consumer resumed from checkpoint state: the next batch is exactly
-    /// the one after the checkpoint.
-    pub async fn restore_consumer(
-        &self,
-        config: ConsumerConfig,
-        state: &ConsumerState,
-    ) -> Result<Consumer, Error> {
-        Ok(Consumer::restore(self.store.clone(), config, state).await?)
+    /// A consumer builder for one rank; `.settings(..).open().await` starts at
+    /// step 0, and `.state(saved)` before `.open()` resumes from checkpoint state
+    /// (the next batch is exactly the one after the checkpoint).
+    pub fn consumer(&self, rank: RankConfig) -> ConsumerBuilder {
+        Consumer::builder(self.store.clone(), rank)
     }
 
     /// The reclaimer of this stream.

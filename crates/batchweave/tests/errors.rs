@@ -1,6 +1,6 @@
 //! The coarse error maps every layer's errors to the right kind.
 
-use batchweave::{ConsumerConfig, ErrorKind, ProducerSettings, Stream};
+use batchweave::{ErrorKind, MeshConfig, ProducerSettings, RankConfig, Stream};
 use bytes::Bytes;
 
 #[tokio::test]
@@ -26,8 +26,8 @@ async fn kinds_of_real_failures() {
     assert_eq!(e.kind(), ErrorKind::Fenced, "{e}");
     assert!(std::error::Error::source(&e).is_some());
 
-    let bad = ConsumerConfig::new(9, 4, [2, 1, 2, 1], "g");
-    let e = stream.consumer(bad).await.unwrap_err();
+    let bad = RankConfig::new(9, MeshConfig::new(4, 2, 1, 2, 1), "g");
+    let e: batchweave::Error = stream.consumer(bad).open().await.unwrap_err().into();
     assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
 
     let info = stream.inspect().await.unwrap();

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
 use batchweave::consumer::MAX_PREFETCH;
-use batchweave::{Batch, ConsumerConfig, ConsumerState};
+use batchweave::{Batch, ConsumerSettings, ConsumerState, MeshConfig, RankConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::inspect::{open_stream, print_out};
@@ -208,14 +208,11 @@ pub(crate) async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
     check(&args)?;
     let started = Instant::now();
     let stream = open_stream(&args.store).await?;
-    let config = ConsumerConfig {
+    let mesh = MeshConfig::new(args.world_size, args.dp, args.cp, args.tp, args.pp);
+    let me = RankConfig::new(args.rank, mesh, &args.group);
+    let settings = ConsumerSettings {
         prefetch: args.prefetch,
-        ..ConsumerConfig::new(
-            args.rank,
-            args.world_size,
-            [args.dp, args.cp, args.tp, args.pp],
-            &args.group,
-        )
+        ..ConsumerSettings::default()
     };
     let rank = args.rank;
     let saved = match &args.state_file {
@@ -229,13 +226,15 @@ pub(crate) async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
         },
         None => None,
     };
+    let open = stream.consumer(me).settings(settings);
     let mut consumer = match &saved {
-        Some(state) => stream
-            .restore_consumer(config, state)
+        Some(state) => open
+            .state(state.clone())
+            .open()
             .await
             .with_context(|| format!("rank {rank}: restoring from {state:?}"))?,
-        None => stream
-            .consumer(config)
+        None => open
+            .open()
             .await
             .with_context(|| format!("rank {rank}: opening the consumer"))?,
     };

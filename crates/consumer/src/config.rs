@@ -1,101 +1,47 @@
-//! Consumer configuration: the rank's place in the device mesh and the read settings.
+//! A consumer's identity: the rank, its place in the training job's device mesh and its
+//! consumer group. The tunables are in [`ConsumerSettings`](crate::ConsumerSettings).
 
-use std::time::Duration;
-
-use batchweave_manifest::{DecodeLimits, validate_producer_id};
-use batchweave_tgb::{Grid, MeshConfig, MeshOrder, Position};
+use batchweave_manifest::validate_producer_id;
+use batchweave_tgb::{Grid, MeshConfig, Position};
 
 use crate::ConsumerError;
 
-/// Largest accepted prefetch depth (steps held in memory ahead of the cursor).
-pub const MAX_PREFETCH: usize = 1024;
-
-/// How a consumer reads its slice of a TGB.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub enum ReadMode {
-    /// Fetch the footer once per TGB (cached), then exactly the rank's slice run with one
-    /// ranged GET. The normal mode.
-    #[default]
-    Range,
-    /// Fetch the whole TGB object and cut the slice out locally: the paper's baseline with
-    /// `D * C`-fold read amplification. For benchmarks only.
-    Dense,
-}
-
-/// Where a training rank sits in the mesh, and how it reads.
+/// Who a consumer is: a training rank of a device mesh, in a consumer group.
 ///
-/// Build it with [`ConsumerConfig::new`] or [`ConsumerConfig::from_env`] and adjust fields
-/// with struct update syntax; [`Consumer::open`](crate::Consumer::open) calls
+/// Build it with [`RankConfig::new`] or, under `torchrun`, [`RankConfig::from_env`];
+/// adjust fields (e.g. `mesh.order`) with struct update syntax. How the consumer reads
+/// is set apart, in [`ConsumerSettings`](crate::ConsumerSettings).
+/// [`ConsumerBuilder::open`](crate::ConsumerBuilder::open) calls
 /// [`validate`](Self::validate).
 #[derive(Debug, Clone, PartialEq)]
-pub struct ConsumerConfig {
-    /// Global rank, `0 .. world_size`.
+pub struct RankConfig {
+    /// Global rank, `0 .. mesh.world_size`.
     pub rank: u32,
-    /// Number of ranks; must equal `dp * cp * tp * pp`.
-    pub world_size: u32,
-    /// Data-parallel degree of the consumer's mesh.
-    pub dp: u32,
-    /// Context-parallel degree of the consumer's mesh.
-    pub cp: u32,
-    /// Tensor-parallel degree (transparent to data).
-    pub tp: u32,
-    /// Pipeline-parallel degree (transparent to data).
-    pub pp: u32,
-    /// Mesh order, innermost dimension first (default `tp-cp-dp-pp`).
-    pub order: MeshOrder,
     /// `LOCAL_RANK`, informational only.
     pub local_rank: Option<u32>,
     /// Consumer group name (an id: 1-128 characters of `[A-Za-z0-9._-]`).
     pub group: String,
-    /// Steps fetched ahead of the cursor in the background (0 = none; at most
-    /// [`MAX_PREFETCH`]). Memory is bounded by this many steps of this rank's slices.
-    pub prefetch: usize,
-    /// Range reads (default) or dense whole-object reads (benchmarks only).
-    pub read_mode: ReadMode,
-    /// First wait when caught up with the stream.
-    pub poll_min: Duration,
-    /// Longest wait between two polls; the wait doubles from `poll_min` up to this.
-    pub poll_max: Duration,
-    /// Token size in bytes when a slice is cut into CP parts (1 = plain bytes).
-    pub token_bytes: u32,
-    /// Bounds applied to every manifest read.
-    pub limits: DecodeLimits,
+    /// The training job's mesh: world size (must equal `dp * cp * tp * pp`), degrees and
+    /// order (innermost dimension first, default `tp-cp-dp-pp`).
+    pub mesh: MeshConfig,
 }
 
-impl ConsumerConfig {
-    /// A configuration with the given mesh and defaults for everything else: order
-    /// `tp-cp-dp-pp`, prefetch 4, range reads, polling 5 ms .. 500 ms, 1-byte tokens.
-    pub fn new(rank: u32, world_size: u32, degrees: [u32; 4], group: &str) -> Self {
-        let [dp, cp, tp, pp] = degrees;
+impl RankConfig {
+    /// Rank `rank` of `mesh` in consumer group `group`.
+    pub fn new(rank: u32, mesh: MeshConfig, group: impl Into<String>) -> Self {
         Self {
             rank,
-            world_size,
-            dp,
-            cp,
-            tp,
-            pp,
-            order: MeshOrder::default(),
             local_rank: None,
-            group: group.to_owned(),
-            prefetch: 4,
-            read_mode: ReadMode::Range,
-            poll_min: Duration::from_millis(5),
-            poll_max: Duration::from_millis(500),
-            token_bytes: 1,
-            limits: DecodeLimits::default(),
+            group: group.into(),
+            mesh,
         }
     }
 
     /// Reads `RANK` and `WORLD_SIZE` (required) and `LOCAL_RANK` (optional, informational)
     /// from the process environment, as `torchrun` sets them, and validates the result.
-    pub fn from_env(
-        dp: u32,
-        cp: u32,
-        tp: u32,
-        pp: u32,
-        group: &str,
-    ) -> Result<Self, ConsumerError> {
-        Self::from_vars(|name| std::env::var(name).ok(), [dp, cp, tp, pp], group)
+    /// `degrees` is `[dp, cp, tp, pp]`; the mesh order is the default `tp-cp-dp-pp`.
+    pub fn from_env(degrees: [u32; 4], group: impl Into<String>) -> Result<Self, ConsumerError> {
+        Self::from_vars(|name| std::env::var(name).ok(), degrees, group)
     }
 
     /// Like [`from_env`](Self::from_env), reading variables through `var` (for tests and
@@ -103,7 +49,7 @@ impl ConsumerConfig {
     pub fn from_vars(
         var: impl Fn(&str) -> Option<String>,
         degrees: [u32; 4],
-        group: &str,
+        group: impl Into<String>,
     ) -> Result<Self, ConsumerError> {
         let read = |name: &str, required: bool| -> Result<Option<u32>, ConsumerError> {
             match var(name) {
@@ -122,68 +68,46 @@ impl ConsumerConfig {
         let rank = read("RANK", true)?.unwrap_or_default();
         let world_size = read("WORLD_SIZE", true)?.unwrap_or_default();
         let local_rank = read("LOCAL_RANK", false)?;
+        let [dp, cp, tp, pp] = degrees;
         let config = Self {
             local_rank,
-            ..Self::new(rank, world_size, degrees, group)
+            ..Self::new(rank, MeshConfig::new(world_size, dp, cp, tp, pp), group)
         };
         config.validate()?;
         Ok(config)
     }
 
-    /// The mesh this configuration describes.
-    pub fn mesh(&self) -> MeshConfig {
-        MeshConfig {
-            order: self.order,
-            ..MeshConfig::new(self.world_size, self.dp, self.cp, self.tp, self.pp)
-        }
-    }
-
     /// The consumer's `(DP, CP)` grid.
     pub fn grid(&self) -> Grid {
-        Grid::new(self.dp, self.cp)
+        self.mesh.grid()
     }
 
     /// This rank's `(d, c)` position.
     pub fn position(&self) -> Result<Position, ConsumerError> {
-        self.mesh().position(self.rank).map_err(|e| {
+        self.mesh.position(self.rank).map_err(|e| {
             ConsumerError::config(format!("rank {} has no mesh position: {e}", self.rank))
         })
     }
 
     /// Checks everything that can be checked without the stream: the mesh (no zero degree,
-    /// `WORLD_SIZE == DP * CP * TP * PP`, `RANK < WORLD_SIZE`), the group name, the
-    /// prefetch depth, the polling interval and the token size.
+    /// `WORLD_SIZE == DP * CP * TP * PP`, `RANK < WORLD_SIZE`) and the group name.
     pub fn validate(&self) -> Result<(), ConsumerError> {
-        self.mesh().validate().map_err(|e| {
+        let m = &self.mesh;
+        m.validate().map_err(|e| {
             ConsumerError::config(format!(
                 "{e}; set WORLD_SIZE to DP*CP*TP*PP = {}*{}*{}*{} or change the degrees",
-                self.dp, self.cp, self.tp, self.pp
+                m.dp, m.cp, m.tp, m.pp
             ))
         })?;
-        if self.rank >= self.world_size {
+        if self.rank >= m.world_size {
             return Err(ConsumerError::config(format!(
                 "RANK {} is not below WORLD_SIZE {}",
-                self.rank, self.world_size
+                self.rank, m.world_size
             )));
         }
         self.position()?;
         validate_producer_id(&self.group)
             .map_err(|e| ConsumerError::config(format!("consumer group: {e}")))?;
-        if self.prefetch > MAX_PREFETCH {
-            return Err(ConsumerError::config(format!(
-                "prefetch {} is above the limit of {MAX_PREFETCH} steps",
-                self.prefetch
-            )));
-        }
-        if self.poll_max.is_zero() || self.poll_min > self.poll_max {
-            return Err(ConsumerError::config(format!(
-                "polling interval {:?}..{:?}: need 0 < poll_max and poll_min <= poll_max",
-                self.poll_min, self.poll_max
-            )));
-        }
-        if self.token_bytes == 0 {
-            return Err(ConsumerError::config("token_bytes must be at least 1"));
-        }
         Ok(())
     }
 }
@@ -205,15 +129,16 @@ mod tests {
     #[test]
     fn env_gives_rank_and_position() {
         let env = vars(&[("RANK", "6"), ("WORLD_SIZE", "16"), ("LOCAL_RANK", "6")]);
-        let c = ConsumerConfig::from_vars(env, [2, 2, 2, 2], "train").unwrap();
-        assert_eq!((c.rank, c.world_size, c.local_rank), (6, 16, Some(6)));
+        let c = RankConfig::from_vars(env, [2, 2, 2, 2], "train").unwrap();
+        assert_eq!((c.rank, c.mesh.world_size, c.local_rank), (6, 16, Some(6)));
+        assert_eq!(c.mesh, MeshConfig::new(16, 2, 2, 2, 2));
         assert_eq!(c.position().unwrap(), Position { d: 1, c: 1 });
     }
 
     #[test]
     fn world_size_mismatch_says_what_to_fix() {
         let env = vars(&[("RANK", "0"), ("WORLD_SIZE", "12")]);
-        let err = ConsumerConfig::from_vars(env, [4, 2, 2, 1], "train").unwrap_err();
+        let err = RankConfig::from_vars(env, [4, 2, 2, 1], "train").unwrap_err();
         let msg = err.to_string();
         assert!(matches!(err, ConsumerError::Config { .. }), "{msg}");
         assert!(
@@ -225,36 +150,31 @@ mod tests {
     #[test]
     fn missing_or_bad_rank_is_a_clear_error() {
         let err =
-            ConsumerConfig::from_vars(vars(&[("WORLD_SIZE", "4")]), [4, 1, 1, 1], "g").unwrap_err();
+            RankConfig::from_vars(vars(&[("WORLD_SIZE", "4")]), [4, 1, 1, 1], "g").unwrap_err();
         assert!(err.to_string().contains("RANK is not set"), "{err}");
         let env = vars(&[("RANK", "-1"), ("WORLD_SIZE", "4")]);
-        let err = ConsumerConfig::from_vars(env, [4, 1, 1, 1], "g").unwrap_err();
+        let err = RankConfig::from_vars(env, [4, 1, 1, 1], "g").unwrap_err();
         assert!(err.to_string().contains("RANK=\"-1\""), "{err}");
         let env = vars(&[("RANK", "4"), ("WORLD_SIZE", "4")]);
-        let err = ConsumerConfig::from_vars(env, [4, 1, 1, 1], "g").unwrap_err();
+        let err = RankConfig::from_vars(env, [4, 1, 1, 1], "g").unwrap_err();
         assert!(err.to_string().contains("not below WORLD_SIZE"), "{err}");
     }
 
     #[test]
-    fn other_settings_are_validated() {
-        let ok = ConsumerConfig::new(0, 1, [1, 1, 1, 1], "g");
+    fn group_and_mesh_are_validated() {
+        let ok = RankConfig::new(0, MeshConfig::new(1, 1, 1, 1, 1), "g");
         ok.validate().unwrap();
         let bad = [
-            ConsumerConfig {
+            RankConfig {
                 group: "no/slash".into(),
                 ..ok.clone()
             },
-            ConsumerConfig {
-                prefetch: MAX_PREFETCH + 1,
+            RankConfig {
+                mesh: MeshConfig::new(2, 1, 1, 1, 1),
                 ..ok.clone()
             },
-            ConsumerConfig {
-                poll_min: Duration::from_secs(2),
-                poll_max: Duration::from_secs(1),
-                ..ok.clone()
-            },
-            ConsumerConfig {
-                token_bytes: 0,
+            RankConfig {
+                mesh: MeshConfig::new(0, 0, 1, 1, 1),
                 ..ok.clone()
             },
         ];

@@ -14,7 +14,10 @@ use tokio::task::JoinHandle;
 use crate::poll::Tracker;
 use crate::read::{PlannedRead, Reader};
 use crate::stats::{Live, add};
-use crate::{BatchSource, ConsumerConfig, ConsumerError, ConsumerState, ConsumerStats};
+use crate::{
+    BatchSource, ConsumerBuilder, ConsumerError, ConsumerSettings, ConsumerState, ConsumerStats,
+    RankConfig,
+};
 use batchweave_manifest::{GroupLayout, encode_group_layout, group_layout_key, rank_mark_name};
 
 /// One consumer step for this rank.
@@ -41,7 +44,8 @@ struct InFlight {
 
 /// A training rank's reader of one stream. See the crate docs for the protocol.
 pub struct Consumer {
-    config: ConsumerConfig,
+    rank: RankConfig,
+    settings: ConsumerSettings,
     position: Position,
     store: StreamStore,
     tracker: Tracker,
@@ -55,9 +59,9 @@ pub struct Consumer {
 impl std::fmt::Debug for Consumer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Consumer")
-            .field("rank", &self.config.rank)
+            .field("rank", &self.rank.rank)
             .field("position", &self.position)
-            .field("group", &self.config.group)
+            .field("group", &self.rank.group)
             .field("next_step", &self.next_step)
             .field("version", &self.version)
             .field("prefetched", &self.inflight.len())
@@ -75,39 +79,46 @@ fn remap_err(what: String) -> impl FnOnce(batchweave_tgb::TgbError) -> ConsumerE
 }
 
 impl Consumer {
-    /// Opens a consumer at consumer step 0 and registers the group layout
-    /// (`watermarks/<group>/_layout`).
-    pub async fn open(store: StreamStore, config: ConsumerConfig) -> Result<Self, ConsumerError> {
-        let mut c = Self::build(store, config, 0).await?;
-        c.tracker.start_at(0).await?;
-        c.after_start().await?;
-        Ok(c)
+    /// Starts building a consumer for the rank `rank` on `store`: default
+    /// [`ConsumerSettings`], starting at consumer step 0 unless
+    /// [`ConsumerBuilder::state`] gives a checkpoint to resume from.
+    pub fn builder(store: StreamStore, rank: RankConfig) -> ConsumerBuilder {
+        ConsumerBuilder::new(store, rank)
     }
 
-    /// Resumes from a checkpointed cursor: the next [`next`](Self::next) returns exactly
-    /// consumer step `state.next_step` (converted to this config's DP degree when it
-    /// differs from the state's; that must fall on a step boundary).
-    pub async fn restore(
+    /// Opens at consumer step 0, or resumes from a checkpointed cursor: the first
+    /// [`next`](Self::next) then returns exactly consumer step `state.next_step`
+    /// (converted to this rank's DP degree when it differs from the state's; that must
+    /// fall on a step boundary). Registers the group layout (`watermarks/<group>/_layout`).
+    pub(crate) async fn open_inner(
         store: StreamStore,
-        config: ConsumerConfig,
-        state: &ConsumerState,
+        rank: RankConfig,
+        settings: ConsumerSettings,
+        state: Option<ConsumerState>,
     ) -> Result<Self, ConsumerError> {
+        let Some(state) = state else {
+            let mut c = Self::build(store, rank, settings, 0).await?;
+            c.tracker.start_at(0).await?;
+            c.after_start().await?;
+            return Ok(c);
+        };
         state.check()?;
-        if state.group != config.group {
+        if state.group != rank.group {
             return Err(ConsumerError::state(format!(
                 "the state belongs to consumer group {:?}, this consumer is in group {:?}",
-                state.group, config.group
+                state.group, rank.group
             )));
         }
-        let step = if state.dp == config.dp {
+        let dp = rank.mesh.dp;
+        let step = if state.dp == dp {
             state.next_step
         } else {
-            convert_step(state.next_step, state.dp, config.dp).map_err(remap_err(format!(
-                "restoring a checkpoint taken at DP={} (next step {}) with DP={}",
-                state.dp, state.next_step, config.dp
+            convert_step(state.next_step, state.dp, dp).map_err(remap_err(format!(
+                "restoring a checkpoint taken at DP={} (next step {}) with DP={dp}",
+                state.dp, state.next_step
             )))?
         };
-        let mut c = Self::build(store, config, step).await?;
+        let mut c = Self::build(store, rank, settings, step).await?;
         c.tracker.start_at(state.version).await?;
         c.after_start().await?;
         Ok(c)
@@ -115,29 +126,33 @@ impl Consumer {
 
     async fn build(
         store: StreamStore,
-        config: ConsumerConfig,
+        rank: RankConfig,
+        settings: ConsumerSettings,
         next_step: u64,
     ) -> Result<Self, ConsumerError> {
-        config.validate()?;
-        let position = config.position()?;
+        rank.validate()?;
+        settings.validate()?;
+        let position = rank.position()?;
         // Private counters, so stats are this consumer's even when the handle is shared.
         let store = store.scoped("");
         // The planted shared-mark bug (crates/sim only) records no TP/PP in the layout.
         let shared = crate::planted::planted().shared_rank_mark;
+        let mesh = rank.mesh;
         let layout = GroupLayout {
-            dp: config.dp,
-            cp: config.cp,
-            tp: if shared { 1 } else { config.tp },
-            pp: if shared { 1 } else { config.pp },
+            dp: mesh.dp,
+            cp: mesh.cp,
+            tp: if shared { 1 } else { mesh.tp },
+            pp: if shared { 1 } else { mesh.pp },
             updated_at_ms: store.clock().unix_millis(),
         };
         let key =
-            group_layout_key(&config.group).map_err(|e| ConsumerError::config(e.to_string()))?;
+            group_layout_key(&rank.group).map_err(|e| ConsumerError::config(e.to_string()))?;
         store.put(&key, encode_group_layout(&layout)).await?;
         let live = Arc::new(Live::default());
-        let tracker = Tracker::new(store.clone(), config.limits);
+        let tracker = Tracker::new(store.clone(), settings.limits);
         Ok(Self {
-            config,
+            rank,
+            settings,
             position,
             store,
             tracker,
@@ -181,14 +196,14 @@ impl Consumer {
         }
         if let Some(grid) = grid_of(self.tracker.current()) {
             // Surfaces an impossible CP ratio now rather than at the first read.
-            tgbs_needed_through(grid, self.config.grid(), 0).map_err(remap_err(format!(
+            tgbs_needed_through(grid, self.rank.grid(), 0).map_err(remap_err(format!(
                 "consumer grid DP={} x CP={} on a stream of grid D={} x C={}",
-                self.config.dp, self.config.cp, grid.dp, grid.cp
+                self.rank.mesh.dp, self.rank.mesh.cp, grid.dp, grid.cp
             )))?;
             self.reader = Some(Reader::new(
                 self.store.clone(),
-                self.config.read_mode,
-                self.config.token_bytes,
+                self.settings.read_mode,
+                self.settings.token_bytes,
                 grid,
                 self.live.clone(),
             ));
@@ -206,9 +221,14 @@ impl Consumer {
         self.position
     }
 
-    /// The configuration the consumer runs with.
-    pub fn config(&self) -> &ConsumerConfig {
-        &self.config
+    /// Who this consumer is: its rank, mesh and group.
+    pub fn rank_config(&self) -> &RankConfig {
+        &self.rank
+    }
+
+    /// The tunables the consumer runs with.
+    pub fn settings(&self) -> &ConsumerSettings {
+        &self.settings
     }
 
     /// The newest manifest version the consumer has read.
@@ -217,7 +237,7 @@ impl Consumer {
     }
 
     fn lowest_tgb(&self, grid: Grid, step: u64) -> Result<u64, ConsumerError> {
-        let reads = plan(grid, self.config.grid(), self.position, step)
+        let reads = plan(grid, self.rank.grid(), self.position, step)
             .map_err(remap_err(format!("planning consumer step {step}")))?;
         Ok(reads.iter().map(|r| r.tgb_index).min().unwrap_or(0))
     }
@@ -239,13 +259,13 @@ impl Consumer {
 
     /// Waits until the held manifest covers `step`.
     async fn ensure_covered(&mut self, step: u64) -> Result<(), ConsumerError> {
-        let (known, consumer) = (self.grid(), self.config.grid());
+        let (known, consumer) = (self.grid(), self.rank.grid());
         let waited = self
             .tracker
             .wait_until(
                 |m| Self::covers(known, consumer, m, step),
-                self.config.poll_min,
-                self.config.poll_max,
+                self.settings.poll_min,
+                self.settings.poll_max,
             )
             .await?;
         if let Some(d) = waited {
@@ -260,7 +280,7 @@ impl Consumer {
         let grid = self.grid().ok_or_else(|| ConsumerError::Internal {
             message: "planning before the grid is known".into(),
         })?;
-        let reads = plan(grid, self.config.grid(), self.position, step)
+        let reads = plan(grid, self.rank.grid(), self.position, step)
             .map_err(remap_err(format!("planning consumer step {step}")))?;
         reads
             .into_iter()
@@ -312,13 +332,13 @@ impl Consumer {
     /// Starts fetches for `step` and the following steps the held manifest already covers,
     /// up to `prefetch` steps ahead of `step`.
     fn fill(&mut self, step: u64) -> Result<(), ConsumerError> {
-        let depth = self.config.prefetch.saturating_add(1);
+        let depth = self.settings.prefetch.saturating_add(1);
         while self.inflight.len() < depth {
             let s = match self.inflight.back() {
                 Some(b) => b.step.saturating_add(1),
                 None => step,
             };
-            let covered = Self::covers(self.grid(), self.config.grid(), self.tracker.current(), s);
+            let covered = Self::covers(self.grid(), self.rank.grid(), self.tracker.current(), s);
             if s != step && !matches!(covered, Ok(true)) {
                 break;
             }
@@ -381,7 +401,7 @@ impl Consumer {
             self.abort_inflight();
             self.ensure_covered(step).await?;
         }
-        let (version, (data, sources)) = if self.config.prefetch == 0 {
+        let (version, (data, sources)) = if self.settings.prefetch == 0 {
             let reads = self.plan_step(step)?;
             let reader = self.reader.clone().ok_or_else(|| ConsumerError::Internal {
                 message: "no reader".into(),
@@ -426,14 +446,14 @@ impl Consumer {
     }
 
     /// The cursor after the last batch [`next`](Self::next) returned: save it with the
-    /// checkpoint and pass it to [`restore`](Self::restore).
+    /// checkpoint and pass it to [`ConsumerBuilder::state`] to resume.
     pub fn state(&self) -> ConsumerState {
         ConsumerState {
             version: self.version,
             next_step: self.next_step,
-            dp: self.config.dp,
-            cp: self.config.cp,
-            group: self.config.group.clone(),
+            dp: self.rank.mesh.dp,
+            cp: self.rank.mesh.cp,
+            group: self.rank.group.clone(),
         }
     }
 
@@ -444,13 +464,12 @@ impl Consumer {
     /// there on).
     pub async fn checkpoint_committed(&self, state: &ConsumerState) -> Result<(), ConsumerError> {
         state.check()?;
-        if (state.group.as_str(), state.dp, state.cp)
-            != (self.config.group.as_str(), self.config.dp, self.config.cp)
-        {
+        let (group, mesh) = (&self.rank.group, &self.rank.mesh);
+        if (state.group.as_str(), state.dp, state.cp) != (group.as_str(), mesh.dp, mesh.cp) {
             return Err(ConsumerError::state(format!(
                 "state of group {:?} at DP={} CP={} does not belong to this consumer \
-                 (group {:?}, DP={} CP={})",
-                state.group, state.dp, state.cp, self.config.group, self.config.dp, self.config.cp
+                 (group {group:?}, DP={} CP={})",
+                state.group, state.dp, state.cp, mesh.dp, mesh.cp
             )));
         }
         // Without a known grid nothing was read yet: hold the mark at the start.
@@ -460,19 +479,17 @@ impl Consumer {
         };
         // Each rank its own mark: the TP/PP ranks of a position checkpoint independently
         // (one may restore an older checkpoint), and GC takes the minimum.
-        let [t, _, _, p] = self
-            .config
-            .mesh()
-            .coords(self.config.rank)
-            .map_err(|e| ConsumerError::config(format!("rank {}: {e}", self.config.rank)))?;
+        let [t, _, _, p] = mesh
+            .coords(self.rank.rank)
+            .map_err(|e| ConsumerError::config(format!("rank {}: {e}", self.rank.rank)))?;
         // The planted shared-mark bug (crates/sim only): one key per position.
         let (tp, pp) = if crate::planted::planted().shared_rank_mark {
             (1, 1)
         } else {
-            (self.config.tp, self.config.pp)
+            (mesh.tp, mesh.pp)
         };
         let position = rank_mark_name(self.position.d, self.position.c, t, p, tp, pp);
-        let key = watermark_key(&self.config.group, &position)
+        let key = watermark_key(group, &position)
             .map_err(|e| ConsumerError::config(format!("watermark key: {e}")))?;
         let wm = Watermark {
             version: state.version,

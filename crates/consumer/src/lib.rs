@@ -4,9 +4,13 @@
 //! in the one global order the manifest defines, and resumes from a checkpoint to exactly
 //! the next step (paper sections 4.1-4.4 and 5.3).
 //!
-//! * **Position.** `(d, c)` comes from the rank and the mesh ([`ConsumerConfig`], or
-//!   [`ConsumerConfig::from_env`] with `RANK` / `WORLD_SIZE` as torchrun sets them); TP and
-//!   PP ranks of one `(d, c)` read the same bytes.
+//! * **Who.** A consumer is opened for one rank: [`RankConfig`] holds the rank, the job's
+//!   mesh (a `batchweave_tgb::MeshConfig`) and the consumer group, built with
+//!   [`RankConfig::new`] or [`RankConfig::from_env`] from `RANK` / `WORLD_SIZE` as torchrun
+//!   sets them. How it reads (prefetch, polling, read mode) is [`ConsumerSettings`], with
+//!   defaults: `Consumer::builder(store, rank).settings(..).open().await`.
+//! * **Position.** `(d, c)` comes from the rank and the mesh; TP and PP ranks of one
+//!   `(d, c)` read the same bytes.
 //! * **Cursor.** `(manifest version, consumer step)`. The consumer holds the newest manifest
 //!   it has read; when a step's TGBs are not in it, it GETs version `v+1` (never a listing
 //!   of the whole prefix), sleeping with bounded exponential backoff through the store's
@@ -23,7 +27,7 @@
 //!   `batchweave_tgb::plan`; a checkpoint restored at another DP is converted with
 //!   `batchweave_tgb::convert_step`.
 //! * **Checkpoints.** [`Consumer::state`] is the cursor ([`ConsumerState`], JSON via
-//!   [`ConsumerState::to_bytes`]); [`Consumer::restore`] resumes from it;
+//!   [`ConsumerState::to_bytes`]); [`ConsumerBuilder::state`] resumes from it;
 //!   [`Consumer::checkpoint_committed`] writes this position's watermark.
 //!
 //! # Objects the consumer writes
@@ -37,9 +41,10 @@
 //!
 //! ```
 //! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
-//! use batchweave_consumer::{Consumer, ConsumerConfig};
+//! use batchweave_consumer::{Consumer, ConsumerSettings, RankConfig};
 //! use batchweave_producer::Producer;
 //! use batchweave_store::StreamStore;
+//! use batchweave_tgb::MeshConfig;
 //! use bytes::Bytes;
 //!
 //! // A producer writes one D=2 x C=1 TGB and commits it as version 1.
@@ -50,8 +55,9 @@
 //! producer.close().await?;
 //!
 //! // Rank 1 of a DP=2 job reads replica 1 of step 0.
-//! let config = ConsumerConfig::new(1, 2, [2, 1, 1, 1], "train");
-//! let mut consumer = Consumer::open(store, config).await?;
+//! let rank = RankConfig::new(1, MeshConfig::new(2, 2, 1, 1, 1), "train");
+//! let settings = ConsumerSettings { prefetch: 0, ..ConsumerSettings::default() };
+//! let mut consumer = Consumer::builder(store, rank).settings(settings).open().await?;
 //! let batch = consumer.next().await?;
 //! assert_eq!((batch.step, &batch.data[0][..]), (0, &b"replica-1"[..]));
 //! assert_eq!(consumer.state().next_step, 1);
@@ -61,6 +67,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
 //! ```
 
+mod builder;
 mod config;
 mod consumer;
 mod error;
@@ -68,13 +75,17 @@ mod error;
 pub mod planted;
 mod poll;
 mod read;
+mod settings;
 mod state;
 mod stats;
 
-pub use config::{ConsumerConfig, MAX_PREFETCH, ReadMode};
+pub use batchweave_tgb::{MeshConfig, MeshOrder};
+pub use builder::ConsumerBuilder;
+pub use config::RankConfig;
 pub use consumer::{Batch, Consumer};
 pub use error::ConsumerError;
 pub use poll::LIST_PROBE_EVERY;
 pub use read::BatchSource;
+pub use settings::{ConsumerSettings, MAX_PREFETCH, ReadMode};
 pub use state::{ConsumerState, MAX_STATE_BYTES, STATE_FORMAT};
 pub use stats::{ConsumerStats, LATENCY_SAMPLES, LatencySummary};

@@ -12,7 +12,7 @@ pub const STATE_FORMAT: &str = "batchweave-consumer-state/1";
 pub const MAX_STATE_BYTES: usize = 4096;
 
 /// The consumer cursor: what a training job saves with its checkpoint and gives back to
-/// [`Consumer::restore`](crate::Consumer::restore).
+/// [`ConsumerBuilder::state`](crate::ConsumerBuilder::state) to resume.
 ///
 /// `next_step` is the consumer step the next [`Consumer::next`](crate::Consumer::next)
 /// returns, counted at degree `dp`; `version` is the manifest version the last batch was

@@ -7,10 +7,10 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use batchweave_consumer::{Consumer, ConsumerConfig, ReadMode};
+use batchweave_consumer::{Consumer, ConsumerSettings, ReadMode};
 use batchweave_manifest::{find_step, tgb_key};
 use batchweave_store::{FaultOp, FaultRule, FaultStore, StreamStore};
-use common::{Sim, check_batch, config, digest, fresh_stores};
+use common::{Sim, builder, check_batch, config, digest, fast, fresh_stores};
 use tokio::time::timeout;
 
 /// (consumer step, TGB step, key, digest of the bytes) per batch.
@@ -53,7 +53,8 @@ async fn sixteen_ranks_see_identical_steps_while_producers_commit() {
         }
         let mut ranks = Vec::new();
         for rank in 0..16 {
-            let c = Consumer::open(store.clone(), config(rank, [4, 2, 2, 1], "train"))
+            let c = builder(store.clone(), config(rank, [4, 2, 2, 1], "train"))
+                .open()
                 .await
                 .unwrap();
             ranks.push(tokio::spawn(consume(c, steps)));
@@ -119,7 +120,8 @@ async fn stale_manifest_reads_never_expose_an_uncommitted_tgb() {
         })
     };
     let mut seen = Vec::new();
-    let mut c = Consumer::open(faulty.clone(), config(1, [2, 1, 1, 1], "g"))
+    let mut c = builder(faulty.clone(), config(1, [2, 1, 1, 1], "g"))
+        .open()
         .await
         .unwrap();
     for want in 0..steps {
@@ -152,12 +154,17 @@ async fn stale_manifest_reads_never_expose_an_uncommitted_tgb() {
 }
 
 async fn run_amplification(mode: ReadMode, store: &StreamStore, sim: &Sim, steps: u64) -> f64 {
-    let cfg = ConsumerConfig {
+    let cfg = config(5, [4, 2, 1, 1], "amp");
+    let settings = ConsumerSettings {
         read_mode: mode,
         prefetch: 0,
-        ..config(5, [4, 2, 1, 1], "amp")
+        ..fast()
     };
-    let mut c = Consumer::open(store.clone(), cfg).await.unwrap();
+    let mut c = builder(store.clone(), cfg)
+        .settings(settings)
+        .open()
+        .await
+        .unwrap();
     let head = sim.head().await;
     let mut slice_total = 0u64;
     for _ in 0..steps {
@@ -236,7 +243,8 @@ async fn a_caught_up_consumer_gets_the_next_version_without_listing() {
     let store = StreamStore::in_memory();
     let sim = Sim::new(store.clone(), 1, 1);
     sim.produce("p", 1, 1, 1).await;
-    let mut c = Consumer::open(store.clone(), config(0, [1, 1, 1, 1], "g"))
+    let mut c = builder(store.clone(), config(0, [1, 1, 1, 1], "g"))
+        .open()
         .await
         .unwrap();
     assert_eq!(c.next().await.unwrap().step, 0);
@@ -269,9 +277,10 @@ async fn a_consumer_far_behind_jumps_to_the_newest_version_with_one_listing() {
     let store = StreamStore::in_memory();
     let sim = Sim::new(store.clone(), 1, 1);
     sim.produce("p", 1, 10, 1).await; // versions 1..=10, one TGB each
-    let cfg = ConsumerConfig {
+    let cfg = config(0, [1, 1, 1, 1], "g");
+    let settings = ConsumerSettings {
         prefetch: 0,
-        ..config(0, [1, 1, 1, 1], "g")
+        ..fast()
     };
     let state = batchweave_consumer::ConsumerState {
         version: 1,
@@ -280,7 +289,12 @@ async fn a_consumer_far_behind_jumps_to_the_newest_version_with_one_listing() {
         cp: 1,
         group: "g".into(),
     };
-    let mut c = Consumer::restore(store.clone(), cfg, &state).await.unwrap();
+    let mut c = builder(store.clone(), cfg)
+        .settings(settings)
+        .state(state)
+        .open()
+        .await
+        .unwrap();
     let b = c.next().await.unwrap();
     assert_eq!((b.step, b.version), (7, 10));
     let s = c.stats();
@@ -304,11 +318,16 @@ async fn prefetch_runs_ahead_but_stays_bounded() {
     let store = StreamStore::in_memory();
     let sim = Sim::new(store.clone(), 1, 1);
     sim.produce("p", 1, 30, 30).await;
-    let cfg = ConsumerConfig {
+    let cfg = config(0, [1, 1, 1, 1], "g");
+    let settings = ConsumerSettings {
         prefetch: 4,
-        ..config(0, [1, 1, 1, 1], "g")
+        ..fast()
     };
-    let mut c = Consumer::open(store.clone(), cfg).await.unwrap();
+    let mut c = builder(store.clone(), cfg)
+        .settings(settings)
+        .open()
+        .await
+        .unwrap();
     c.next().await.unwrap();
     store.clock().sleep(Duration::from_millis(100)).await;
     let s = c.stats();

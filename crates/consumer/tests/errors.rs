@@ -4,13 +4,13 @@ mod common;
 
 use std::time::Duration;
 
-use batchweave_consumer::{Consumer, ConsumerConfig, ConsumerError, ConsumerState};
+use batchweave_consumer::{ConsumerError, ConsumerSettings, ConsumerState};
 use batchweave_manifest::{
     GC_BOUNDARY_KEY, GcBoundary, encode_gc_boundary, encode_manifest, manifest_key,
 };
 use batchweave_store::StreamStore;
 use bytes::Bytes;
-use common::{Sim, check_batch, config, fresh_stores};
+use common::{Sim, builder, check_batch, config, fast, fresh_stores};
 use tokio::time::timeout;
 
 async fn flip_byte(store: &StreamStore, key: &str, at: usize) {
@@ -35,12 +35,14 @@ async fn a_flipped_byte_in_a_tgb_is_a_data_error_naming_the_key() {
         flip_byte(&store, &tgbs[1].key, tgbs[1].footer_offset as usize + 30).await;
 
         // Rank 0 reads slice 0 of step 0: untouched, so it succeeds.
-        let mut r0 = Consumer::open(store.clone(), config(0, [2, 1, 1, 1], "g"))
+        let mut r0 = builder(store.clone(), config(0, [2, 1, 1, 1], "g"))
+            .open()
             .await
             .unwrap();
         check_batch(&sim, &head, &r0.next().await.unwrap());
 
-        let mut r1 = Consumer::open(store.clone(), config(1, [2, 1, 1, 1], "g"))
+        let mut r1 = builder(store.clone(), config(1, [2, 1, 1, 1], "g"))
+            .open()
             .await
             .unwrap();
         let err = r1.next().await.unwrap_err();
@@ -79,7 +81,8 @@ async fn a_garbage_manifest_is_a_clear_error() {
         )
         .await
         .unwrap();
-    let mut c = Consumer::open(store.clone(), config(0, [1, 1, 1, 1], "g"))
+    let mut c = builder(store.clone(), config(0, [1, 1, 1, 1], "g"))
+        .open()
         .await
         .unwrap();
     let err = c.next().await.unwrap_err();
@@ -104,7 +107,9 @@ async fn a_garbage_manifest_is_a_clear_error() {
         cp: 1,
         group: "g".into(),
     };
-    let mut c = Consumer::restore(store, config(0, [1, 1, 1, 1], "g"), &state)
+    let mut c = builder(store, config(0, [1, 1, 1, 1], "g"))
+        .state(state.clone())
+        .open()
         .await
         .unwrap();
     let err = c.next().await.unwrap_err();
@@ -134,7 +139,8 @@ async fn a_version_mixing_grids_is_refused_naming_the_rule() {
         .create(&manifest_key(2), encode_manifest(&v2))
         .await
         .unwrap();
-    let mut c = Consumer::open(store, config(0, [2, 1, 1, 1], "g"))
+    let mut c = builder(store, config(0, [2, 1, 1, 1], "g"))
+        .open()
         .await
         .unwrap();
     c.next().await.unwrap();
@@ -152,7 +158,8 @@ async fn an_impossible_cp_ratio_is_refused() {
     let store = StreamStore::in_memory();
     let sim = Sim::new(store.clone(), 1, 2);
     sim.produce("p", 1, 1, 1).await;
-    let mut c = Consumer::open(store, config(0, [1, 3, 1, 1], "g"))
+    let mut c = builder(store, config(0, [1, 3, 1, 1], "g"))
+        .open()
         .await
         .unwrap();
     let err = c.next().await.unwrap_err();
@@ -195,7 +202,9 @@ async fn restoring_a_cursor_whose_version_gc_deleted() {
         group: "g".into(),
     };
     // Step 9 is still retained: found through the boundary and one listing.
-    let mut c = Consumer::restore(store.clone(), config(0, [1, 1, 1, 1], "g"), &state(9))
+    let mut c = builder(store.clone(), config(0, [1, 1, 1, 1], "g"))
+        .state(state(9))
+        .open()
         .await
         .unwrap();
     for want in 9..13 {
@@ -211,7 +220,9 @@ async fn restoring_a_cursor_whose_version_gc_deleted() {
     );
 
     // Step 5 was trimmed: a clear error, at restore.
-    let err = Consumer::restore(store.clone(), config(0, [1, 1, 1, 1], "g"), &state(5))
+    let err = builder(store.clone(), config(0, [1, 1, 1, 1], "g"))
+        .state(state(5))
+        .open()
         .await
         .unwrap_err();
     assert!(
@@ -226,7 +237,8 @@ async fn restoring_a_cursor_whose_version_gc_deleted() {
         "{err}"
     );
     // A fresh consumer (step 0) also learns it was reclaimed.
-    let err = Consumer::open(store.clone(), config(0, [1, 1, 1, 1], "g"))
+    let err = builder(store.clone(), config(0, [1, 1, 1, 1], "g"))
+        .open()
         .await
         .unwrap_err();
     assert!(
@@ -240,12 +252,17 @@ async fn a_running_consumer_whose_next_version_was_deleted_moves_on() {
     let store = StreamStore::in_memory();
     let sim = Sim::new(store.clone(), 1, 1);
     sim.produce("p", 1, 2, 2).await; // v1: steps 0, 1
-    let cfg = ConsumerConfig {
+    let cfg = config(0, [1, 1, 1, 1], "g");
+    let settings = ConsumerSettings {
         prefetch: 0,
         poll_max: Duration::from_millis(2),
-        ..config(0, [1, 1, 1, 1], "g")
+        ..fast()
     };
-    let mut c = Consumer::open(store.clone(), cfg).await.unwrap();
+    let mut c = builder(store.clone(), cfg)
+        .settings(settings)
+        .open()
+        .await
+        .unwrap();
     c.next().await.unwrap();
     c.next().await.unwrap();
     // v2 and v3 appear, and GC deletes v2 before the consumer reads it.

@@ -4,11 +4,11 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use batchweave_consumer::{Consumer, ConsumerConfig, ConsumerError, ConsumerState};
+use batchweave_consumer::{ConsumerError, ConsumerSettings, ConsumerState};
 use batchweave_store::StreamStore;
 use batchweave_tgb::{Grid, MeshConfig, steps_covered};
 use bytes::Bytes;
-use common::{Sim, check_batch, config, payload};
+use common::{Sim, builder, check_batch, config, fast, payload};
 
 /// A delivered unit: (TGB step, slice id, part index, parts).
 type Unit = (u64, u32, u32, u32);
@@ -30,7 +30,8 @@ async fn run_mesh(sim: &Sim, degrees: [u32; 4]) -> BTreeMap<Unit, Vec<(u64, u32,
     let mut units: BTreeMap<Unit, Vec<(u64, u32, Bytes)>> = BTreeMap::new();
     let mut per_rank = Vec::new();
     for rank in 0..world {
-        let mut c = Consumer::open(sim.store.clone(), config(rank, degrees, "remap"))
+        let mut c = builder(sim.store.clone(), config(rank, degrees, "remap"))
+            .open()
             .await
             .unwrap();
         let pos = mesh.position(rank).unwrap();
@@ -154,11 +155,16 @@ async fn cp_halved_reads_adjacent_slices_in_one_range() {
     let units = run_mesh(&sim, [2, 1, 1, 1]).await;
     assert_exactly_once(&units, &sim, 5);
     // One ranged GET per TGB for the two slices of a replica.
-    let cfg = ConsumerConfig {
+    let cfg = config(1, [2, 1, 1, 1], "one");
+    let settings = ConsumerSettings {
         prefetch: 0,
-        ..config(1, [2, 1, 1, 1], "one")
+        ..fast()
     };
-    let mut c = Consumer::open(sim.store.clone(), cfg).await.unwrap();
+    let mut c = builder(sim.store.clone(), cfg)
+        .settings(settings)
+        .open()
+        .await
+        .unwrap();
     let b = c.next().await.unwrap();
     assert_eq!((b.sources[0].first_slice, b.sources[0].slice_count), (2, 2));
     let s = c.stats();
@@ -179,7 +185,9 @@ async fn restoring_at_another_dp_converts_the_step() {
         group: "g".into(),
     };
     // DP=4: step 2, replica 3 reads DP-slice 11 = TGB 5 slice 1.
-    let mut c = Consumer::restore(sim.store.clone(), config(3, [4, 1, 1, 1], "g"), &state)
+    let mut c = builder(sim.store.clone(), config(3, [4, 1, 1, 1], "g"))
+        .state(state.clone())
+        .open()
         .await
         .unwrap();
     let b = c.next().await.unwrap();
@@ -190,7 +198,9 @@ async fn restoring_at_another_dp_converts_the_step() {
     );
     assert_eq!(c.state().dp, 4);
     // DP=1: step 8, replica 0 reads TGB 4 slice 0.
-    let mut c = Consumer::restore(sim.store.clone(), config(0, [1, 1, 1, 1], "g"), &state)
+    let mut c = builder(sim.store.clone(), config(0, [1, 1, 1, 1], "g"))
+        .state(state.clone())
+        .open()
         .await
         .unwrap();
     let b = c.next().await.unwrap();
@@ -199,7 +209,9 @@ async fn restoring_at_another_dp_converts_the_step() {
         (8, 4, 0)
     );
     // DP=3: 8 DP-slices is not a whole number of steps.
-    let err = Consumer::restore(sim.store.clone(), config(0, [3, 1, 1, 1], "g"), &state)
+    let err = builder(sim.store.clone(), config(0, [3, 1, 1, 1], "g"))
+        .state(state.clone())
+        .open()
         .await
         .unwrap_err();
     assert!(matches!(err, ConsumerError::Remap { .. }), "{err}");

@@ -4,10 +4,10 @@ mod common;
 
 use std::time::Duration;
 
-use batchweave_consumer::{Batch, Consumer, ConsumerConfig, ConsumerError, ConsumerState};
+use batchweave_consumer::{Batch, ConsumerError, ConsumerSettings, ConsumerState};
 use batchweave_manifest::{DecodeLimits, decode_watermark, watermark_key};
 use batchweave_store::StreamStore;
-use common::{Sim, check_batch, config, fresh_stores};
+use common::{Sim, builder, check_batch, config, fast, fresh_stores};
 use tokio::time::timeout;
 
 fn view(b: &Batch) -> (u64, String, Vec<u8>) {
@@ -26,12 +26,15 @@ async fn restore_from_every_checkpoint_yields_exactly_the_rest() {
         }
         let head = sim.head().await;
         assert_eq!(head.total_tgbs, steps);
-        let cfg = || ConsumerConfig {
-            prefetch: 3,
-            ..config(3, [2, 2, 1, 1], "train")
+        let cfg = || config(3, [2, 2, 1, 1], "train");
+        let open = |rank| {
+            builder(store.clone(), rank).settings(ConsumerSettings {
+                prefetch: 3,
+                ..fast()
+            })
         };
         // The reference run, with the state after every step.
-        let mut c = Consumer::open(store.clone(), cfg()).await.unwrap();
+        let mut c = open(cfg()).open().await.unwrap();
         let mut states = vec![c.state()];
         let mut reference = Vec::new();
         for _ in 0..steps {
@@ -44,9 +47,7 @@ async fn restore_from_every_checkpoint_yields_exactly_the_rest() {
         for (k, state) in states.iter().enumerate() {
             assert_eq!(state.next_step, k as u64);
             let restored = ConsumerState::from_bytes(&state.to_bytes()).unwrap();
-            let mut r = Consumer::restore(store.clone(), cfg(), &restored)
-                .await
-                .unwrap();
+            let mut r = open(cfg()).state(restored).open().await.unwrap();
             let rest: Vec<_> = {
                 let mut v = Vec::new();
                 for _ in k as u64..steps {
@@ -72,7 +73,8 @@ async fn checkpoint_committed_writes_the_watermark_and_the_layout() {
     // DP=1 on a D=2 stream: consumer step k reads TGB k/2, so TGB steps differ from
     // consumer steps. Rank 1 of DP=1 x CP=1 x TP=2 is position d0-c0, TP rank 1: its
     // own mark d0-c0-t1-p0 (the TP ranks of a position checkpoint independently).
-    let mut c = Consumer::open(store.clone(), config(1, [1, 1, 2, 1], "g1"))
+    let mut c = builder(store.clone(), config(1, [1, 1, 2, 1], "g1"))
+        .open()
         .await
         .unwrap();
     let layout = store.get("watermarks/g1/_layout", 1024).await.unwrap();
@@ -106,7 +108,9 @@ async fn checkpoint_committed_writes_the_watermark_and_the_layout() {
         c.checkpoint_committed(&other).await,
         Err(ConsumerError::State { .. })
     ));
-    let err = Consumer::restore(store.clone(), config(0, [1, 1, 1, 1], "g1"), &other)
+    let err = builder(store.clone(), config(0, [1, 1, 1, 1], "g1"))
+        .state(other.clone())
+        .open()
         .await
         .unwrap_err();
     assert!(err.to_string().contains("group"), "{err}");

@@ -7,12 +7,12 @@
 mod common;
 
 use batchweave_chain::Chain;
-use batchweave_consumer::{Consumer, ConsumerError, ConsumerState};
+use batchweave_consumer::{ConsumerError, ConsumerState};
 use batchweave_manifest::{
     DecodeLimits, GcBoundary, Manifest, Pending, encode_manifest, manifest_key, rebase,
 };
 use batchweave_store::StreamStore;
-use common::{Sim, check_batch, config, fresh_stores, id_word};
+use common::{Sim, builder, check_batch, config, fresh_stores, id_word};
 
 /// The reproduction: producer `a` commits v1 (steps 0, 1) and v2..v4 (steps 2,
 /// 3, 4); a stalled producer `s` still holds v1. GC makes the boundary (min live 4,
@@ -69,7 +69,9 @@ async fn a_restored_rank_never_trains_on_a_ghost_version() {
     for (t, store) in fresh_stores("ghost-restore").await {
         let (sim, head, _ghost) = ghost_stream(&store).await;
         // The cursor names the deleted version 2, whose slot the ghost now fills.
-        let mut c = Consumer::restore(store.clone(), config(0, [1, 1, 1, 1], "g"), &cursor(2, 2))
+        let mut c = builder(store.clone(), config(0, [1, 1, 1, 1], "g"))
+            .state(cursor(2, 2))
+            .open()
             .await
             .unwrap_or_else(|e| panic!("{}: {e}", t.name));
         for want in 2..5 {
@@ -83,7 +85,9 @@ async fn a_restored_rank_never_trains_on_a_ghost_version() {
             check_batch(&sim, &head, &b);
         }
         // A cursor whose step GC reclaimed: a clear error, never the ghost's data.
-        let err = Consumer::restore(store.clone(), config(0, [1, 1, 1, 1], "g"), &cursor(2, 1))
+        let err = builder(store.clone(), config(0, [1, 1, 1, 1], "g"))
+            .state(cursor(2, 1))
+            .open()
             .await
             .unwrap_err();
         assert!(
@@ -106,7 +110,8 @@ async fn a_running_rank_never_adopts_a_ghost_version() {
     for (t, store) in fresh_stores("ghost-running").await {
         let sim = Sim::new(store.clone(), 1, 1);
         sim.produce("a", 1, 2, 2).await; // v1: steps 0, 1
-        let mut c = Consumer::open(store.clone(), config(0, [1, 1, 1, 1], "g"))
+        let mut c = builder(store.clone(), config(0, [1, 1, 1, 1], "g"))
+            .open()
             .await
             .unwrap();
         c.next().await.unwrap();
@@ -168,7 +173,8 @@ async fn a_version_that_reappends_a_committed_tgb_is_refused() {
     for (t, store) in fresh_stores("dup-tgb").await {
         let sim = Sim::new(store.clone(), 1, 1);
         sim.produce("a", 1, 3, 1).await; // v1..v3: steps 0, 1, 2
-        let mut c = Consumer::open(store.clone(), config(0, [1, 1, 1, 1], "g"))
+        let mut c = builder(store.clone(), config(0, [1, 1, 1, 1], "g"))
+            .open()
             .await
             .unwrap();
         for _ in 0..3 {
@@ -203,7 +209,8 @@ async fn a_version_that_changes_a_delivered_step_is_refused() {
     for (t, store) in fresh_stores("changed-step").await {
         let sim = Sim::new(store.clone(), 1, 1);
         sim.produce("a", 1, 3, 1).await; // v1..v3: steps 0, 1, 2
-        let mut c = Consumer::open(store.clone(), config(0, [1, 1, 1, 1], "g"))
+        let mut c = builder(store.clone(), config(0, [1, 1, 1, 1], "g"))
+            .open()
             .await
             .unwrap();
         for _ in 0..3 {
@@ -262,7 +269,9 @@ async fn a_restore_from_a_version_without_tgbs_says_data_reclaimed() {
         for d in &head.tgbs[..3] {
             store.delete(&d.key).await.unwrap();
         }
-        let mut c = Consumer::restore(store.clone(), config(0, [1, 1, 1, 1], "g"), &cursor(1, 1))
+        let mut c = builder(store.clone(), config(0, [1, 1, 1, 1], "g"))
+            .state(cursor(1, 1))
+            .open()
             .await
             .unwrap_or_else(|e| panic!("{}: {e}", t.name));
         let err = c.next().await.unwrap_err();

@@ -11,7 +11,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use batchweave_consumer::{Batch, Consumer, ConsumerConfig, ConsumerError, ConsumerState};
+use batchweave_consumer::{
+    Batch, Consumer, ConsumerBuilder, ConsumerError, ConsumerSettings, ConsumerState, MeshConfig,
+    RankConfig,
+};
 use batchweave_gc::{GcSettings, Reclaimer};
 use batchweave_producer::{Producer, ProducerSettings, ProducerStats};
 use batchweave_store::testing::{TestTarget, embedded_targets, server_targets};
@@ -55,12 +58,14 @@ fn psettings(max_lag: Option<u64>, seed: u64) -> ProducerSettings {
     }
 }
 
-fn cconfig(rank: u32) -> ConsumerConfig {
-    ConsumerConfig {
+/// A consumer builder for rank `rank` of the DP-only group, polling fast.
+fn consumer(store: StreamStore, rank: u32) -> ConsumerBuilder {
+    let me = RankConfig::new(rank, MeshConfig::new(DP, DP, 1, 1, 1), GROUP);
+    Consumer::builder(store, me).settings(ConsumerSettings {
         poll_min: Duration::from_millis(1),
         poll_max: Duration::from_millis(4),
-        ..ConsumerConfig::new(rank, DP, [DP, 1, 1, 1], GROUP)
-    }
+        ..ConsumerSettings::default()
+    })
 }
 
 /// Appends `n` TGBs (source offsets 1..=n) and closes; returns the stats and
@@ -163,7 +168,11 @@ async fn check_restores(
             "{tag}: rank {rank} restored at step {} (low water {low})",
             state.next_step
         );
-        let err = match Consumer::restore(store.clone(), cconfig(*rank), state).await {
+        let err = match consumer(store.clone(), *rank)
+            .state(state.clone())
+            .open()
+            .await
+        {
             Err(e) => e,
             Ok(mut c) => match tokio::time::timeout(STEP_TIMEOUT, c.next()).await {
                 Err(_) => panic!("{what}: next() hangs instead of reporting reclaimed data"),
@@ -185,7 +194,9 @@ async fn check_restores(
             "{tag}: rank {rank} restored at step {} (low water {low})",
             state.next_step
         );
-        let mut c = Consumer::restore(store.clone(), cconfig(*rank), state)
+        let mut c = consumer(store.clone(), *rank)
+            .state(state.clone())
+            .open()
             .await
             .unwrap_or_else(|e| panic!("{what}: {e}"));
         let n = RESTORE_READ.min(total - state.next_step);
@@ -241,7 +252,7 @@ async fn run(
     );
     let mut ranks = Vec::new();
     for rank in 0..DP {
-        ranks.push(Consumer::open(store.clone(), cconfig(rank)).await.unwrap());
+        ranks.push(consumer(store.clone(), rank).open().await.unwrap());
     }
     let mut seqs: Vec<Vec<Origin>> = vec![Vec::new(); DP as usize];
     let mut states: Vec<(u32, ConsumerState)> = Vec::new();
@@ -456,7 +467,7 @@ async fn checkpointed_stream(n: u64, read: u64) -> (StreamStore, Vec<(u32, Consu
     p.close().await.unwrap();
     let mut states = Vec::new();
     for rank in 0..DP {
-        let mut c = Consumer::open(store.clone(), cconfig(rank)).await.unwrap();
+        let mut c = consumer(store.clone(), rank).open().await.unwrap();
         for s in 0..read {
             read_step(&mut c, rank, s).await;
             if (s + 1) % INTERVAL == 0 {
@@ -470,7 +481,7 @@ async fn checkpointed_stream(n: u64, read: u64) -> (StreamStore, Vec<(u32, Consu
 }
 
 async fn restore_error(store: &StreamStore, rank: u32, st: &ConsumerState) -> ConsumerError {
-    match Consumer::restore(store.clone(), cconfig(rank), st).await {
+    match consumer(store.clone(), rank).state(st.clone()).open().await {
         Err(e) => e,
         Ok(mut c) => match tokio::time::timeout(STEP_TIMEOUT, c.next()).await {
             Err(_) => panic!("next() hangs on a reclaimed step"),
@@ -493,7 +504,9 @@ async fn restore_below_the_mark_never_returns_data() {
     assert_eq!(e.class(), ErrorClass::Data, "{e}");
     let (rank, at20) = &states[1];
     assert_eq!(at20.next_step, 20);
-    let mut c = Consumer::restore(store.clone(), cconfig(*rank), at20)
+    let mut c = consumer(store.clone(), *rank)
+        .state(at20.clone())
+        .open()
         .await
         .unwrap();
     for s in 20..30 {

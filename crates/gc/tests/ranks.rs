@@ -5,19 +5,21 @@
 
 use std::time::Duration;
 
-use batchweave_consumer::{Consumer, ConsumerConfig};
+use batchweave_consumer::{Consumer, ConsumerBuilder, ConsumerSettings, MeshConfig, RankConfig};
 use batchweave_gc::{GcSettings, Reclaimer};
 use batchweave_producer::{Producer, ProducerSettings};
+use batchweave_store::StreamStore;
 use batchweave_store::testing::all_targets;
 use bytes::Bytes;
 
-/// Rank `rank` of a DP=1 x CP=1 x TP=2 group.
-fn tp_rank(rank: u32) -> ConsumerConfig {
-    ConsumerConfig {
+/// A consumer builder for rank `rank` of a DP=1 x CP=1 x TP=2 group.
+fn tp_rank(store: StreamStore, rank: u32) -> ConsumerBuilder {
+    let me = RankConfig::new(rank, MeshConfig::new(2, 1, 1, 2, 1), "train");
+    Consumer::builder(store, me).settings(ConsumerSettings {
         poll_min: Duration::from_millis(1),
         poll_max: Duration::from_millis(5),
-        ..ConsumerConfig::new(rank, 2, [1, 1, 2, 1], "train")
-    }
+        ..ConsumerSettings::default()
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -40,8 +42,8 @@ async fn tp_ranks_sharing_a_position_each_hold_the_low_water_mark() {
         }
         p.close().await.unwrap();
 
-        let mut fast = Consumer::open(store.clone(), tp_rank(0)).await.unwrap();
-        let mut slow = Consumer::open(store.clone(), tp_rank(1)).await.unwrap();
+        let mut fast = tp_rank(store.clone(), 0).open().await.unwrap();
+        let mut slow = tp_rank(store.clone(), 1).open().await.unwrap();
         for _ in 0..4 {
             slow.next().await.unwrap();
         }
@@ -65,7 +67,9 @@ async fn tp_ranks_sharing_a_position_each_hold_the_low_water_mark() {
         );
         // The slow rank restores its checkpoint and reads step 4 onwards.
         drop(slow);
-        let mut again = Consumer::restore(store.clone(), tp_rank(1), &slow_state)
+        let mut again = tp_rank(store.clone(), 1)
+            .state(slow_state.clone())
+            .open()
             .await
             .unwrap();
         let b = again.next().await.unwrap();
@@ -79,7 +83,7 @@ async fn tp_ranks_sharing_a_position_each_hold_the_low_water_mark() {
 /// sweep an upload a producer may still commit, before it writes or deletes anything.
 #[tokio::test]
 async fn gc_refuses_an_orphan_grace_a_producer_could_outlive() {
-    let store = batchweave_store::StreamStore::in_memory();
+    let store = StreamStore::in_memory();
     let mut p = Producer::builder(store.clone(), "slow-video")
         .settings(ProducerSettings {
             policy: "naive".parse().unwrap(),

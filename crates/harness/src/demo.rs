@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use batchweave::{ConsumerConfig, GcSettings, ProducerSettings, Stream};
+use batchweave::{GcSettings, MeshConfig, ProducerSettings, RankConfig, Stream};
 use tokio::task::JoinSet;
 
 use crate::payload;
@@ -234,8 +234,9 @@ async fn produce(
 }
 
 async fn consume(sh: Arc<Shared>, rank: u32, args: DemoConfig) -> Result<RankLog> {
-    let cfg = || ConsumerConfig::new(rank, args.ranks, [sh.dp, sh.cp, 1, 1], "demo");
-    let mut c = sh.stream.consumer(cfg()).await?;
+    let mesh = MeshConfig::new(args.ranks, sh.dp, sh.cp, 1, 1);
+    let me = RankConfig::new(rank, mesh, "demo");
+    let mut c = sh.stream.consumer(me.clone()).open().await?;
     let mut log = RankLog::default();
     let mut crash_after = if rank + 1 == args.ranks {
         Some(args.steps / 2 + args.checkpoint_every / 2)
@@ -290,7 +291,12 @@ async fn consume(sh: Arc<Shared>, rank: u32, args: DemoConfig) -> Result<RankLog
                     .map(|(k, v)| (*k, v.clone()))
                     .collect(),
             );
-            c = sh.stream.restore_consumer(cfg(), &saved).await?;
+            c = sh
+                .stream
+                .consumer(me.clone())
+                .state(saved.clone())
+                .open()
+                .await?;
             step = saved.next_step;
         }
     }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use batchweave::store::{FaultRule, FaultStats, FaultStore};
-use batchweave::{ConsumerConfig, ProducerSettings, ProducerStats, Stream};
+use batchweave::{MeshConfig, ProducerSettings, ProducerStats, RankConfig, Stream};
 use tokio::task::JoinSet;
 
 use crate::payload;
@@ -186,8 +186,10 @@ pub async fn run(base: &Stream, a: &LoadConfig, progress: &dyn Progress) -> Resu
             a.clone(),
         );
         ranks.spawn(async move {
+            let mesh = MeshConfig::new(a.ranks, dp, cp, 1, 1);
             let mut c = stream
-                .consumer(ConsumerConfig::new(r, a.ranks, [dp, cp, 1, 1], "load"))
+                .consumer(RankConfig::new(r, mesh, "load"))
+                .open()
                 .await?;
             let mut seen = Vec::new();
             let mut step = 0u64;

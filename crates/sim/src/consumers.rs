@@ -5,7 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use batchweave_consumer::{Batch, Consumer, ConsumerConfig, ConsumerError, ConsumerState};
+use batchweave_consumer::{
+    Batch, Consumer, ConsumerBuilder, ConsumerError, ConsumerSettings, ConsumerState, MeshConfig,
+    RankConfig,
+};
 use batchweave_gc::{GcSettings, Reclaimer};
 use batchweave_manifest::TGB_DIR;
 use batchweave_store::StoreError;
@@ -23,19 +26,20 @@ use crate::world::{GroupPlan, RankPlan, StepSeen, World, filler_len, parse_slice
 /// Consecutive unexplained errors tolerated before they count as a violation.
 pub(crate) const MAX_ERRORS: u32 = 30;
 
-/// A consumer configuration for rank `rank` of a `dp x cp x tp x pp` group `group`.
-pub(crate) fn config(
-    group: &str,
-    rank: u32,
-    [dp, cp, tp, pp]: [u32; 4],
-    prefetch: usize,
-) -> ConsumerConfig {
-    ConsumerConfig {
+/// Rank `rank` of a `dp x cp x tp x pp` group `group`.
+pub(crate) fn config(group: &str, rank: u32, [dp, cp, tp, pp]: [u32; 4]) -> RankConfig {
+    let mesh = MeshConfig::new(dp * cp * tp * pp, dp, cp, tp, pp);
+    RankConfig::new(rank, mesh, group)
+}
+
+/// A consumer builder for `rank` prefetching `prefetch` steps, polling 5 ms .. 200 ms.
+pub(crate) fn builder(w: &World, rank: &RankConfig, prefetch: usize) -> ConsumerBuilder {
+    Consumer::builder(w.store.clone(), rank.clone()).settings(ConsumerSettings {
         prefetch,
         poll_min: Duration::from_millis(5),
         poll_max: Duration::from_millis(200),
-        ..ConsumerConfig::new(rank, dp * cp * tp * pp, [dp, cp, tp, pp], group)
-    }
+        ..ConsumerSettings::default()
+    })
 }
 
 /// The plans of every rank of `g`.
@@ -45,7 +49,7 @@ pub(crate) fn rank_plans(g: &GroupPlan, grid: Grid, planned_tgbs: u64) -> Vec<Ra
         .map(|t| steps_covered(grid, g.grid(), t.min(planned_tgbs)).unwrap_or(0));
     (0..g.world())
         .map(|rank| {
-            let config = config(&g.name, rank, [g.dp, g.cp, g.tp, g.pp], 0);
+            let config = config(&g.name, rank, [g.dp, g.cp, g.tp, g.pp]);
             let pos = config.position().unwrap_or(Position { d: 0, c: 0 });
             RankPlan {
                 group: g.index,
@@ -245,14 +249,16 @@ pub(crate) async fn judge(
 pub(crate) async fn start(
     w: &World,
     who: &str,
-    config: &ConsumerConfig,
+    config: &RankConfig,
+    prefetch: usize,
     from: Option<&ConsumerState>,
 ) -> Result<Consumer, SimFailure> {
     let mut errors = 0;
     loop {
+        let b = builder(w, config, prefetch);
         let r = match from {
-            Some(st) => Consumer::restore(w.store.clone(), config.clone(), st).await,
-            None => Consumer::open(w.store.clone(), config.clone()).await,
+            Some(st) => b.state(st.clone()).open().await,
+            None => b.open().await,
         };
         match r {
             Ok(c) => return Ok(c),
@@ -311,20 +317,24 @@ pub(crate) async fn rank_actor(
 ) -> Result<(), SimFailure> {
     let mut rng = StdRng::seed_from_u64(seed);
     let who = plan.who();
-    let config = ConsumerConfig {
-        prefetch: rng.random_range(0..=3),
-        ..plan.config.clone()
-    };
+    let config = plan.config.clone();
+    let prefetch = rng.random_range(0..=3);
     let grid = config.grid();
     // Ranks are not equally fast: a rank's compute time per step (its TP/PP peers
     // checkpoint at other moments).
     let step_time = Duration::from_millis(rng.random_range(0..=200));
-    let mut c = start(&w, &who, &config, None).await?;
+    let mut c = start(&w, &who, &config, prefetch, None).await?;
     w.event(
         &who,
         format!(
             "opened at {:?} of {}x{}x{}x{}, prefetch {}, stop at {:?}",
-            plan.pos, config.dp, config.cp, config.tp, config.pp, config.prefetch, plan.stop
+            plan.pos,
+            config.mesh.dp,
+            config.mesh.cp,
+            config.mesh.tp,
+            config.mesh.pp,
+            prefetch,
+            plan.stop
         ),
     );
     let mut since = 0u64;
@@ -418,7 +428,7 @@ pub(crate) async fn rank_actor(
             );
             w.count(|t| t.consumer_restores += 1);
             since = 0;
-            c = start(&w, &who, &config, from.as_ref()).await?;
+            c = start(&w, &who, &config, prefetch, from.as_ref()).await?;
         }
     }
     let st = c.state();

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use batchweave_consumer::{Consumer, ConsumerError, ConsumerState};
+use batchweave_consumer::{ConsumerError, ConsumerState};
 use batchweave_manifest::{
     Manifest, Pending, TgbDescriptor, encode_manifest, manifest_key, rebase, tgb_key,
 };
@@ -18,7 +18,7 @@ use rand::{Rng, SeedableRng};
 use tokio::sync::watch;
 
 use crate::SimFailure;
-use crate::consumers::{MAX_ERRORS, check_batch, config, retire};
+use crate::consumers::{MAX_ERRORS, builder, check_batch, config, retire};
 use crate::log::lock;
 use crate::producers::slices;
 use crate::world::World;
@@ -138,7 +138,8 @@ async fn probe(w: &World, rng: &mut StdRng, n: u64, t: Target) -> Result<(), Sim
         [1, w.grid.cp][rng.random_range(0..2usize)]
     };
     let rank = rng.random_range(0..dp * cp);
-    let cfg = config(&name, rank, [dp, cp, 1, 1], rng.random_range(0..=2));
+    let cfg = config(&name, rank, [dp, cp, 1, 1]);
+    let prefetch = rng.random_range(0..=2);
     let grid = Grid::new(dp, cp);
     let pos = cfg
         .position()
@@ -166,7 +167,7 @@ async fn probe(w: &World, rng: &mut StdRng, n: u64, t: Target) -> Result<(), Sim
             t.what
         ),
     );
-    let outcome = run_probe(w, &who, &cfg, grid, pos, &state, first, rng).await;
+    let outcome = run_probe(w, &who, &cfg, prefetch, grid, pos, &state, first, rng).await;
     let ranks: Vec<(usize, u32)> = Vec::new();
     let retired = retire(w, &name, &ranks).await;
     match outcome? {
@@ -183,7 +184,8 @@ async fn probe(w: &World, rng: &mut StdRng, n: u64, t: Target) -> Result<(), Sim
 async fn run_probe(
     w: &World,
     who: &str,
-    cfg: &batchweave_consumer::ConsumerConfig,
+    cfg: &batchweave_consumer::RankConfig,
+    prefetch: usize,
     grid: Grid,
     pos: batchweave_tgb::Position,
     state: &ConsumerState,
@@ -201,7 +203,7 @@ async fn run_probe(
     };
     let mut errors = 0u32;
     let mut c = loop {
-        match Consumer::restore(w.store.clone(), cfg.clone(), state).await {
+        match builder(w, cfg, prefetch).state(state.clone()).open().await {
             Ok(c) => break c,
             Err(ConsumerError::DataReclaimed { .. }) => return Ok(Outcome::Reclaimed),
             Err(
@@ -407,7 +409,11 @@ pub(crate) async fn forged_refused(
     let fail = |what: String| w.violation("forged-refused", format!("{who}: {what}"));
     let mut errors = 0u32;
     let mut c = loop {
-        match Consumer::restore(w.store.clone(), plan.config.clone(), &state).await {
+        match builder(w, &plan.config, 0)
+            .state(state.clone())
+            .open()
+            .await
+        {
             // A stale read of the checkpoint's version makes the restore jump to the
             // newest listed version: a fresh reader, with nothing held to check the
             // forged version against. Restore again: the rule under test is the

@@ -186,7 +186,8 @@ async fn simulate(seed: u64, cfg: SimConfig) -> Result<SimReport, SimFailure> {
         let c = start(
             &w,
             "setup",
-            &config(&g.name, 0, [g.dp, g.cp, g.tp, g.pp], 0),
+            &config(&g.name, 0, [g.dp, g.cp, g.tp, g.pp]),
+            0,
             None,
         )
         .await?;
@@ -399,7 +400,7 @@ async fn final_restores(
             continue;
         }
         w.event(&who, format!("final restore at step {next}"));
-        let mut c = start(w, &who, &plan.config, from.as_ref()).await?;
+        let mut c = start(w, &who, &plan.config, 0, from.as_ref()).await?;
         let mut errors = 0;
         loop {
             match c.next().await {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use batchweave_consumer::{ConsumerConfig, ConsumerState};
+use batchweave_consumer::{ConsumerState, RankConfig};
 use batchweave_store::{
     Clock, FaultOp, FaultRule, FaultStore, LatencyModel, LatencyStore, RetryPolicy, StreamStore,
     TokioClock,
@@ -112,7 +112,7 @@ impl GroupPlan {
 pub(crate) struct RankPlan {
     pub(crate) group: usize,
     pub(crate) rank: u32,
-    pub(crate) config: ConsumerConfig,
+    pub(crate) config: RankConfig,
     pub(crate) pos: Position,
     pub(crate) checkpoint_every: u64,
     /// Consumer step at which the rank stops (its group is retired), if it does.

@@ -6,14 +6,14 @@
 
 use std::time::Duration;
 
-use batchweave_consumer::{Batch, ConsumerConfig};
+use batchweave_consumer::{Batch, Consumer, ConsumerBuilder, ConsumerSettings, RankConfig};
 use batchweave_manifest::{
     DecodeLimits, Manifest, Pending, TgbDescriptor, decode_manifest, encode_manifest, manifest_key,
     rebase, tgb_key,
 };
 use batchweave_store::StreamStore;
 use batchweave_store::testing::TestTarget;
-use batchweave_tgb::{SliceRead, cut_part, encode_tgb};
+use batchweave_tgb::{MeshConfig, SliceRead, cut_part, encode_tgb};
 use bytes::{Bytes, BytesMut};
 
 /// FNV-1a over a few words.
@@ -235,14 +235,28 @@ pub fn check_batch(sim: &Sim, m: &Manifest, batch: &Batch) {
     }
 }
 
-/// A consumer configuration for tests: fast polling.
-pub fn config(rank: u32, degrees: [u32; 4], group: &str) -> ConsumerConfig {
-    let world = degrees.iter().product();
-    ConsumerConfig {
+/// Rank `rank` of a mesh of `degrees` (`[dp, cp, tp, pp]`, world size their product).
+pub fn config(rank: u32, degrees: [u32; 4], group: &str) -> RankConfig {
+    let [dp, cp, tp, pp] = degrees;
+    RankConfig::new(
+        rank,
+        MeshConfig::new(dp * cp * tp * pp, dp, cp, tp, pp),
+        group,
+    )
+}
+
+/// Consumer settings for tests: fast polling.
+pub fn fast() -> ConsumerSettings {
+    ConsumerSettings {
         poll_min: Duration::from_millis(1),
         poll_max: Duration::from_millis(20),
-        ..ConsumerConfig::new(rank, world, degrees, group)
+        ..ConsumerSettings::default()
     }
+}
+
+/// A consumer builder for `rank` with the [`fast`] settings.
+pub fn builder(store: StreamStore, rank: RankConfig) -> ConsumerBuilder {
+    Consumer::builder(store, rank).settings(fast())
 }
 
 /// Fresh stores on every target (memory, local, configured servers). Keep the targets

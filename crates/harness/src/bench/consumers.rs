@@ -2,7 +2,7 @@
 //! and slice size (paper section 7.4).
 
 use anyhow::Context;
-use batchweave::{ConsumerConfig, ProducerSettings, ReadMode, Stream};
+use batchweave::{ConsumerSettings, MeshConfig, ProducerSettings, RankConfig, ReadMode, Stream};
 use bytes::Bytes;
 use serde_json::json;
 
@@ -44,15 +44,16 @@ async fn read_ranks(
     };
     let mut tasks = Vec::new();
     for rank in 0..world {
-        let cfg = ConsumerConfig {
+        let me = RankConfig::new(rank, MeshConfig::new(world, world, 1, 1, 1), group);
+        let settings = ConsumerSettings {
             read_mode: mode,
-            ..ConsumerConfig::new(rank, world, [world, 1, 1, 1], group)
+            ..ConsumerSettings::default()
         };
         // Own counters per rank: the same prefix, a fresh handle.
         let s = Stream::from_store(stream.store().scoped(""));
         tasks.push(tokio::spawn(async move {
             let clock = s.store().clock().clone();
-            let mut c = s.consumer(cfg).await?;
+            let mut c = s.consumer(me).settings(settings).open().await?;
             let t0 = clock.now();
             for _ in 0..steps {
                 c.next().await?;

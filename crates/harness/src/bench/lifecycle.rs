@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use batchweave::manifest::parse_tgb_key;
-use batchweave::{ConsumerConfig, GcSettings, ProducerSettings, Reclaimer, Stream};
+use batchweave::{GcSettings, MeshConfig, ProducerSettings, RankConfig, Reclaimer, Stream};
 use bytes::Bytes;
 use serde_json::json;
 
@@ -81,7 +81,8 @@ async fn arm(
     let stream = Stream::from_store(fresh.store.clone());
     let clock = fresh.store.clock().clone();
     let mut consumer = stream
-        .consumer(ConsumerConfig::new(0, 1, [1, 1, 1, 1], "train"))
+        .consumer(RankConfig::new(0, MeshConfig::new(1, 1, 1, 1, 1), "train"))
+        .open()
         .await?;
     let builder = stream.producer("writer").settings(ProducerSettings {
         max_lag: Some(MAX_LAG),
