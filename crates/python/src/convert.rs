@@ -74,10 +74,18 @@ pub(crate) fn from_py(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
         return Ok(Value::Object(m));
     }
     if let Ok(l) = obj.cast::<PyList>() {
-        return l.iter().map(|x| from_py(&x)).collect::<PyResult<_>>().map(Value::Array);
+        return l
+            .iter()
+            .map(|x| from_py(&x))
+            .collect::<PyResult<_>>()
+            .map(Value::Array);
     }
     if let Ok(t) = obj.cast::<PyTuple>() {
-        return t.iter().map(|x| from_py(&x)).collect::<PyResult<_>>().map(Value::Array);
+        return t
+            .iter()
+            .map(|x| from_py(&x))
+            .collect::<PyResult<_>>()
+            .map(Value::Array);
     }
     Err(PyTypeError::new_err(format!(
         "expected JSON-like data (dict, list, str, int, float, bool, None), got {}",
@@ -87,6 +95,9 @@ pub(crate) fn from_py(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
 
 /// Seconds (a non-negative float) as a `Duration`.
 pub(crate) fn seconds(name: &str, s: f64) -> PyResult<std::time::Duration> {
-    std::time::Duration::try_from_secs_f64(s)
-        .map_err(|_| crate::errors::invalid(format!("{name} must be a non-negative number of seconds, got {s}")))
+    std::time::Duration::try_from_secs_f64(s).map_err(|_| {
+        crate::errors::invalid(format!(
+            "{name} must be a non-negative number of seconds, got {s}"
+        ))
+    })
 }

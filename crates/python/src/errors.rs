@@ -70,13 +70,25 @@ create_exception!(
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     let classes = [
-        ("BatchWeaveError", py.get_type::<BatchWeaveError>(), "internal"),
+        (
+            "BatchWeaveError",
+            py.get_type::<BatchWeaveError>(),
+            "internal",
+        ),
         ("ConflictError", py.get_type::<ConflictError>(), "conflict"),
         ("FencedError", py.get_type::<FencedError>(), "fenced"),
-        ("UnavailableError", py.get_type::<UnavailableError>(), "unavailable"),
+        (
+            "UnavailableError",
+            py.get_type::<UnavailableError>(),
+            "unavailable",
+        ),
         ("InvalidError", py.get_type::<InvalidError>(), "invalid"),
         ("DataError", py.get_type::<DataError>(), "data"),
-        ("DataReclaimedError", py.get_type::<DataReclaimedError>(), "data"),
+        (
+            "DataReclaimedError",
+            py.get_type::<DataReclaimedError>(),
+            "data",
+        ),
         ("InternalError", py.get_type::<InternalError>(), "internal"),
     ];
     for (name, class, kind) in classes {

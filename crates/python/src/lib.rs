@@ -6,6 +6,7 @@
 //! a forked child, see [`runtime`]).
 
 mod buffer;
+mod consumer;
 mod convert;
 mod errors;
 mod producer;
@@ -21,6 +22,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<stream::Stream>()?;
     m.add_class::<producer::Producer>()?;
     m.add_class::<buffer::Buffer>()?;
+    m.add_class::<consumer::Consumer>()?;
+    m.add_class::<consumer::Batch>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -153,7 +153,10 @@ impl Producer {
     #[getter]
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let inner = self.inner.clone();
-        let live = block_on(py, async move { inner.lock().await.as_ref().map(|p| p.stats()) })?;
+        let live = block_on(
+            py,
+            async move { inner.lock().await.as_ref().map(|p| p.stats()) },
+        )?;
         let s = match live {
             Some(s) => s,
             None => self
@@ -270,7 +273,10 @@ impl Producer {
                 }
                 exc.call_method1(
                     "add_note",
-                    (format!("batchweave: draining producer {:?} on exit also failed: {drain_obj}", self.id),),
+                    (format!(
+                        "batchweave: draining producer {:?} on exit also failed: {drain_obj}",
+                        self.id
+                    ),),
                 )?;
                 Ok(false)
             }

@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyString};
 use serde_json::{Value, json};
 
+use crate::consumer::{Consumer, ConsumerArgs};
 use crate::convert::{self, seconds};
 use crate::errors::{invalid, py_err};
 use crate::producer::Producer;
@@ -82,7 +83,6 @@ impl Stream {
         Ok(inner.1.clone())
     }
 
-    #[allow(dead_code)]
     pub(crate) fn identity(&self) -> &str {
         &self.identity
     }
@@ -172,9 +172,54 @@ impl Stream {
         };
         let stream = self.get(py)?;
         let id = id.to_owned();
-        let p = block_on(py, async move { stream.producer(id).settings(settings).open().await })?
-            .map_err(py_err)?;
+        let p = block_on(py, async move {
+            stream.producer(id).settings(settings).open().await
+        })?
+        .map_err(py_err)?;
         Ok(Producer::new(p))
+    }
+
+    /// Opens a consumer for one training rank (rank and world size from `RANK` /
+    /// `WORLD_SIZE` unless given; 0 and 1 when neither is set). `state` (a dict from
+    /// `state_dict()`) resumes exactly after its checkpoint, also at another DP or CP.
+    #[pyo3(signature = (
+        *, group, dp, cp, tp = 1, pp = 1, rank = None, world_size = None, state = None,
+        prefetch = None, read_mode = None, poll_min = None, poll_max = None, token_bytes = None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn consumer(
+        &self,
+        py: Python<'_>,
+        group: String,
+        dp: u32,
+        cp: u32,
+        tp: u32,
+        pp: u32,
+        rank: Option<u32>,
+        world_size: Option<u32>,
+        state: Option<Py<PyAny>>,
+        prefetch: Option<usize>,
+        read_mode: Option<String>,
+        poll_min: Option<f64>,
+        poll_max: Option<f64>,
+        token_bytes: Option<u32>,
+    ) -> PyResult<Consumer> {
+        Consumer::open(
+            py,
+            self,
+            ConsumerArgs {
+                group,
+                degrees: [dp, cp, tp, pp],
+                rank,
+                world_size,
+                state,
+                prefetch,
+                read_mode,
+                poll_min,
+                poll_max,
+                token_bytes,
+            },
+        )
     }
 
     /// The identity a state dict records for this stream.
@@ -275,8 +320,11 @@ impl Stream {
             ..d
         };
         let stream = self.get(py)?;
-        let r = block_on(py, async move { stream.reclaimer(settings).run_once().await })?
-            .map_err(py_err)?;
+        let r = block_on(
+            py,
+            async move { stream.reclaimer(settings).run_once().await },
+        )?
+        .map_err(py_err)?;
         let v = json!({
             "boundary_before": {
                 "min_live_version": r.boundary_before.min_live_version,

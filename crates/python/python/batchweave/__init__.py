@@ -11,9 +11,11 @@ See docs/python.md for the API with examples.
 """
 
 from batchweave._native import (
+    Batch,
     BatchWeaveError,
     Buffer,
     ConflictError,
+    Consumer,
     DataError,
     DataReclaimedError,
     FencedError,
@@ -26,9 +28,11 @@ from batchweave._native import (
 )
 
 __all__ = [
+    "Batch",
     "BatchWeaveError",
     "Buffer",
     "ConflictError",
+    "Consumer",
     "DataError",
     "DataReclaimedError",
     "FencedError",
