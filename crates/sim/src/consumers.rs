@@ -12,7 +12,7 @@ use batchweave_consumer::{
 use batchweave_gc::{GcSettings, Reclaimer};
 use batchweave_manifest::TGB_DIR;
 use batchweave_store::StoreError;
-use batchweave_tgb::{Grid, Position, cut_part, plan, steps_covered};
+use batchweave_tgb::{Grid, Position, payload, plan, steps_covered};
 use bytes::Bytes;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -21,7 +21,7 @@ use tokio::sync::watch;
 use crate::SimFailure;
 use crate::backend::Mark;
 use crate::log::lock;
-use crate::world::{GroupPlan, RankPlan, StepSeen, World, filler_len, parse_slice, slice_bytes};
+use crate::world::{GroupPlan, RankPlan, StepSeen, World, slice_len};
 
 /// Consecutive unexplained errors tolerated before they count as a violation.
 pub(crate) const MAX_ERRORS: u32 = 30;
@@ -100,15 +100,14 @@ pub(crate) fn expected(
     let Some(t) = w.backend.step(r.tgb_index) else {
         return Ok(None);
     };
-    let filler = filler_len(&w.cfg, &t.producer, t.offset);
-    let mut data = Vec::new();
-    for s in r.first_slice..r.first_slice + r.slice_count {
-        data.extend_from_slice(&slice_bytes(&t.producer, t.offset, s, filler));
-    }
-    let mut data = Bytes::from(data);
-    if let Some((i, m)) = r.part {
-        data = cut_part(&data, i, m, 1).map_err(|e| format!("part: {e}"))?;
-    }
+    let data = payload::expected_read(
+        &t.producer,
+        t.offset,
+        r.first_slice..r.first_slice + r.slice_count,
+        r.part,
+        |s| slice_len(&w.cfg, &t.producer, t.offset, s),
+    )
+    .map_err(|e| format!("part: {e}"))?;
     Ok(Some(Expected {
         tgb_step: r.tgb_index,
         first_slice: r.first_slice,
@@ -142,7 +141,7 @@ pub(crate) fn check_batch(
         ));
     };
     let what = || {
-        parse_slice(data).map_or("unreadable bytes".to_string(), |(p, o, s)| {
+        payload::parse_header(data).map_or("unreadable bytes".to_string(), |(p, o, s)| {
             format!("a slice of ({p}, offset {o}, slice {s})")
         })
     };

@@ -10,7 +10,7 @@ use batchweave_producer::{
     FailPoint, FailPoints, PolicyKind, Producer, ProducerError, ProducerSettings, ProducerStats,
 };
 use batchweave_store::StreamStore;
-use batchweave_tgb::Grid;
+use batchweave_tgb::{Grid, payload};
 use bytes::Bytes;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 use crate::SimFailure;
 use crate::host::{HostClock, HostStore};
 use crate::log::lock;
-use crate::world::{Life, World, filler_len, slice_bytes};
+use crate::world::{Life, World, slice_len};
 
 /// How long a zombie's append or flush may take before it is given up on.
 const ZOMBIE_PATIENCE: Duration = Duration::from_secs(120);
@@ -37,9 +37,8 @@ pub(crate) struct ProducerPlan {
 
 /// The slices of the TGB of `id` at source offset `offset`, in slice-id order.
 pub(crate) fn slices(w: &World, id: &str, offset: u64, grid: Grid) -> Vec<Bytes> {
-    let filler = filler_len(&w.cfg, id, offset);
     (0..grid.dp * grid.cp)
-        .map(|s| slice_bytes(id, offset, s, filler))
+        .map(|s| payload::slice_bytes(id, offset, s, slice_len(&w.cfg, id, offset, s)))
         .collect()
 }
 

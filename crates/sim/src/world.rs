@@ -11,7 +11,7 @@ use batchweave_store::{
     Clock, FaultOp, FaultRule, FaultStore, LatencyModel, LatencyStore, RetryPolicy, StreamStore,
     TokioClock,
 };
-use batchweave_tgb::{Grid, Position};
+use batchweave_tgb::{Grid, Position, payload};
 use bytes::Bytes;
 use rand::Rng;
 use rand::rngs::StdRng;
@@ -21,7 +21,7 @@ use crate::config::CLOCK_BASE_MS;
 use crate::log::{EventLog, lock};
 use crate::{SimConfig, SimFailure};
 
-/// FNV-1a, 64 bit: a stable hash for digests and payloads.
+/// FNV-1a, 64 bit: a stable hash for digests and filler lengths.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Fnv(pub(crate) u64);
 
@@ -45,34 +45,15 @@ impl Fnv {
     }
 }
 
-/// The deterministic bytes of slice `s` (id `d * C_t + c`) of the TGB of `producer` at
-/// source offset `offset`: a header naming all three, then `filler` derived bytes.
-pub(crate) fn slice_bytes(producer: &str, offset: u64, s: u32, filler: usize) -> Bytes {
-    let mut v = format!("{producer}|{offset}|{s}|").into_bytes();
-    let h = Fnv::default().bytes(producer.as_bytes()).u64(offset).0;
-    v.extend((0..filler).map(|i| (h.rotate_left((i % 64) as u32) as u8) ^ (s as u8)));
-    Bytes::from(v)
-}
-
-/// Parses a slice header: `(producer, offset, slice id)`.
-pub(crate) fn parse_slice(b: &[u8]) -> Option<(String, u64, u32)> {
-    let mut pipes = b
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| **c == b'|')
-        .map(|(i, _)| i);
-    let (a, c, e) = (pipes.next()?, pipes.next()?, pipes.next()?);
-    let field = |r: std::ops::Range<usize>| std::str::from_utf8(b.get(r)?).ok();
-    Some((
-        field(0..a)?.to_string(),
-        field(a + 1..c)?.parse().ok()?,
-        field(c + 1..e)?.parse().ok()?,
-    ))
+/// Length of slice `s` of the TGB of `producer` at source offset `offset`: the
+/// [`payload`] header, then [`filler_len`] bytes.
+pub(crate) fn slice_len(cfg: &SimConfig, producer: &str, offset: u64, s: u32) -> usize {
+    payload::header_len(producer, offset, s) + filler_len(cfg, producer, offset)
 }
 
 /// Filler length of the slices of `(producer, offset)`: a function of the
 /// pair only, so a reader can recompute the expected bytes.
-pub(crate) fn filler_len(cfg: &SimConfig, producer: &str, offset: u64) -> usize {
+fn filler_len(cfg: &SimConfig, producer: &str, offset: u64) -> usize {
     let (lo, hi) = (*cfg.slice_bytes.start(), *cfg.slice_bytes.end());
     let span = u64::try_from(hi.saturating_sub(lo)).unwrap_or(0) + 1;
     let h = Fnv::default()
@@ -437,19 +418,5 @@ impl World {
 
     pub(crate) fn count(&self, f: impl FnOnce(&mut Tally)) {
         f(&mut lock(&self.tally));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slices_describe_themselves() {
-        let b = slice_bytes("p3", 17, 2, 40);
-        assert_eq!(parse_slice(&b), Some(("p3".into(), 17, 2)));
-        assert_eq!(b, slice_bytes("p3", 17, 2, 40));
-        assert_ne!(b, slice_bytes("p3", 17, 1, 40));
-        assert_eq!(parse_slice(b"garbage"), None);
     }
 }

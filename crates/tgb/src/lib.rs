@@ -13,6 +13,8 @@
 //!   `(d, c)` read the same slice.
 //! - **Topology remap** ([`plan`] and friends): the reads a consumer whose `(DP, CP)` differ
 //!   from the stream's performs at a given step.
+//! - **Synthetic payload** (`payload`, feature `test-util`): deterministic slices whose
+//!   every byte a reader can check against the producer, the TGB and the slice id.
 //!
 //! ```
 //! use batchweave_tgb::{FooterCheck, Grid, MeshConfig, decode_footer, encode_tgb, plan};
@@ -43,6 +45,9 @@ mod footer;
 mod layout;
 mod mesh;
 mod remap;
+
+#[cfg(any(test, feature = "test-util"))]
+pub mod payload;
 
 pub use error::TgbError;
 pub use footer::{FooterCheck, SliceEntry, SliceIndex, decode_footer, decode_object};
