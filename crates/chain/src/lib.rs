@@ -179,10 +179,41 @@ impl Chain {
     /// newest one a listing shows (or version `from` itself when the listing shows
     /// none), then confirmed by probing the following version numbers (each must extend
     /// the one before), so that a stale listing never yields an older version than the
-    /// newest. Callers pass `from >= min_live_version`:
-    /// versions below the boundary are never listed here.
+    /// newest. Callers pass `from >= min_live_version` as they last read it; when that
+    /// view is stale, the listing can show a ghost (a version created in a deleted slot)
+    /// whose successor does not extend it: the boundary is then read again, and the
+    /// search starts over from it. A break in the chain above the boundary is
+    /// [`ChainError::Diverged`].
     pub async fn newest_from(&self, from: u64) -> Result<Option<Manifest>, ChainError> {
-        let mut found = None;
+        let mut from = from;
+        for _ in 0..LIST_ROUNDS {
+            let Some(m) = self.listed_newest(from).await? else {
+                return Ok(None);
+            };
+            match self.probe_newer(m).await {
+                Err(e @ ChainError::Diverged { held, .. }) => {
+                    let live = self.boundary().await?.min_live_version;
+                    if held >= live {
+                        return Err(e);
+                    }
+                    // The version we stood on is deleted (a ghost may fill its slot):
+                    // the live chain starts at the boundary.
+                    from = live;
+                }
+                other => return other.map(Some),
+            }
+        }
+        Err(ChainError::Store(StoreError::Unavailable {
+            op: "list",
+            path: MANIFEST_DIR.to_owned(),
+            attempts: LIST_ROUNDS,
+            source: "the boundary kept moving past the versions listed".into(),
+        }))
+    }
+
+    /// The newest version a listing shows at or after `from` (version `from` itself
+    /// when the listing shows none), unconfirmed.
+    async fn listed_newest(&self, from: u64) -> Result<Option<Manifest>, ChainError> {
         for round in 0..LIST_ROUNDS {
             let after = manifest_key(from.saturating_sub(1));
             let listed = match self
@@ -201,13 +232,11 @@ impl Chain {
                 .max()
             else {
                 // Nothing listed: an empty stream, or a stale listing. One GET of
-                // `from` tells them apart; the probe below then finds the newest.
-                found = self.read_version(from.max(1)).await?;
-                break;
+                // `from` tells them apart; the probe then finds the newest.
+                return self.read_version(from.max(1)).await;
             };
             if let Some(m) = self.read_version(max).await? {
-                found = Some(m);
-                break;
+                return Ok(Some(m));
             }
             // Listed but not readable: deleted meanwhile or a stale listing.
             self.store
@@ -215,9 +244,12 @@ impl Chain {
                 .sleep(Duration::from_millis(5 << round))
                 .await;
         }
-        let Some(mut m) = found else {
-            return Ok(None);
-        };
+        Ok(None)
+    }
+
+    /// Follows the versions after `m` with GETs while they exist; each must extend the
+    /// one before.
+    async fn probe_newer(&self, mut m: Manifest) -> Result<Manifest, ChainError> {
         while let Some(next) = match m.version.checked_add(1) {
             Some(v) => self.read_version(v).await?,
             None => None,
@@ -229,7 +261,7 @@ impl Chain {
             })?;
             m = next;
         }
-        Ok(Some(m))
+        Ok(m)
     }
 
     /// The newest version of the stream (genesis, version 0, if it has none), looked up
