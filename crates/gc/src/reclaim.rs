@@ -7,7 +7,9 @@
 //!  4 advance the boundary to B  <- durable BEFORE anything is deleted; a
 //!    monotone log (batchweave-chain), so any number of reclaimers is safe
 //!  5 delete TGB objects of M with step < B.low_water_step
-//!  6 delete orphans: tgb/ objects not in M, older than the grace period
+//!  6 delete orphans: tgb/ objects not in M, older than the grace period, and
+//!    proven never to be committed: M decides their producer's sequence, or M was
+//!    committed after their commit deadline (however stale the reads that found M)
 //!  7 delete manifest versions < B.min_live_version (the newest is never below it)
 //!  8 prune the boundary log's old entries
 //! ```
@@ -22,7 +24,7 @@ use std::time::Duration;
 use batchweave_chain::Chain;
 use batchweave_manifest::{
     DecodeLimits, GcBoundary, MANIFEST_DIR, Manifest, TGB_DIR, group_layout_key,
-    parse_manifest_key, validate_producer_id,
+    parse_manifest_key, parse_tgb_key, validate_producer_id,
 };
 use batchweave_store::StreamStore;
 use tokio::task::JoinHandle;
@@ -187,6 +189,46 @@ impl Reclaimer {
         Ok(())
     }
 
+    /// Whether an object `m` does not list, uploaded at `uploaded_ms` (the store's
+    /// clock), is proven to be in no version and never to be committed, whatever the
+    /// versions after `m` hold (`m` may be an old view: a stale read of the chain ends
+    /// the search for the newest early). One of:
+    /// - its fate is decided in `m`: the key's producer has, in `m`, a higher epoch (the
+    ///   upload's epoch is fenced) or the same epoch with a last sequence at or past the
+    ///   key's (that sequence is done: committed and since trimmed, or given up); later
+    ///   versions extend `m`, so this holds in all of them;
+    /// - `m` was committed after the object's commit deadline (upload + the longest
+    ///   `max_commit_age` + `orphan_margin`): a version that lists the object was built
+    ///   on a base read before that deadline, so it precedes `m`, which extends it;
+    /// - the producers have stopped (nothing can commit any more).
+    ///
+    /// Without proof (a producer's upload that no version decides yet, on an idle stream)
+    /// the object waits for a later pass.
+    fn provably_orphan(&self, m: &Manifest, key: &str, uploaded_ms: i64) -> bool {
+        if self.settings.producers_stopped {
+            return true;
+        }
+        if let Some((id, epoch, sequence)) = parse_tgb_key(key)
+            && let Some(e) = m.producers.get(id)
+            && (e.epoch > epoch || (e.epoch == epoch && e.last_sequence >= sequence))
+        {
+            return true;
+        }
+        let reach = m
+            .producers
+            .values()
+            .map(|e| match e.max_commit_age_ms {
+                0 => UNRECORDED_MAX_COMMIT_AGE,
+                ms => Duration::from_millis(ms),
+            })
+            .max()
+            .unwrap_or_default()
+            .saturating_add(self.settings.orphan_margin);
+        let reach = i64::try_from(reach.as_millis()).unwrap_or(i64::MAX);
+        let committed = i64::try_from(m.committed_at_ms).unwrap_or(i64::MAX);
+        committed > uploaded_ms.saturating_add(reach)
+    }
+
     /// One reclamation pass (see the module docs for the order of steps).
     pub async fn run_once(&self) -> Result<GcReport, GcError> {
         let dry = self.settings.dry_run;
@@ -256,7 +298,10 @@ impl Reclaimer {
             let now = i64::try_from(self.store.clock().unix_millis()).unwrap_or(i64::MAX);
             let cutoff = now.saturating_sub(i64::try_from(grace.as_millis()).unwrap_or(i64::MAX));
             for o in self.store.list(TGB_DIR.trim_end_matches('/')).await? {
-                if listed.contains(o.key.as_str()) || o.last_modified_ms > cutoff {
+                if listed.contains(o.key.as_str())
+                    || o.last_modified_ms > cutoff
+                    || !self.provably_orphan(&m, &o.key, o.last_modified_ms)
+                {
                     continue;
                 }
                 if !dry {

@@ -25,8 +25,12 @@ fn psettings() -> ProducerSettings {
 }
 
 async fn produce(store: &StreamStore, id: &str, n: u64) {
+    produce_with(store, id, n, &psettings()).await;
+}
+
+async fn produce_with(store: &StreamStore, id: &str, n: u64, settings: &ProducerSettings) {
     let mut p = Producer::builder(store.clone(), id)
-        .settings(psettings())
+        .settings(settings.clone())
         .open()
         .await
         .unwrap();
@@ -90,12 +94,16 @@ async fn set_mark(store: &StreamStore, group: &str, pos: &str, version: u64, ste
 /// hour: every uncommitted object is an orphan to it. (A zero grace is refused: the
 /// test producers record the default `max_commit_age` of 30 minutes.)
 fn gc(store: &StreamStore) -> Reclaimer {
+    gc_with(store, GcSettings::default())
+}
+
+fn gc_with(store: &StreamStore, settings: GcSettings) -> Reclaimer {
     let ahead = TokioClock::system().unix_millis() + 2 * 3600 * 1000;
     Reclaimer::new(
         store
             .clone()
             .with_clock(Arc::new(TokioClock::with_base(ahead))),
-        GcSettings::default(),
+        settings,
     )
 }
 
@@ -219,10 +227,15 @@ async fn reclaims_below_the_mark_and_never_at_or_above_it_on_every_store() {
 #[tokio::test]
 async fn orphans_of_a_crashed_producer_are_swept_committed_tgbs_are_not() {
     let store = StreamStore::in_memory();
-    produce(&store, "p", 3).await;
+    // Producers that give up on an upload after 100 ms: its commit deadline.
+    let quick = ProducerSettings {
+        max_commit_age: Duration::from_millis(100),
+        ..psettings()
+    };
+    produce_with(&store, "p", 3, &quick).await;
     let fp = FailPoints::new(|p| p == FailPoint::AfterTgbPut);
     let mut crashing = Producer::builder(store.clone(), "p")
-        .settings(psettings())
+        .settings(quick.clone())
         .fail_points(fp)
         .open()
         .await
@@ -242,15 +255,28 @@ async fn orphans_of_a_crashed_producer_are_swept_committed_tgbs_are_not() {
         0,
         "a young object is never an orphan"
     );
-    // Let the orphan age past a zero grace period (store timestamps have ms resolution).
-    store.clock().sleep(Duration::from_millis(20)).await;
-    let r = gc(&store).run_once().await.unwrap();
+    let sweeper = gc_with(
+        &store,
+        GcSettings {
+            orphan_margin: Duration::from_millis(50),
+            ..Default::default()
+        },
+    );
+    assert_eq!(
+        sweeper.run_once().await.unwrap().orphans_deleted,
+        0,
+        "old by the grace period, but no version is known to be newer than its commit \
+         deadline: a commit that lists it may exist beyond what this pass read"
+    );
+    store.clock().sleep(Duration::from_millis(200)).await;
+    produce_with(&store, "q", 1, &quick).await;
+    let r = sweeper.run_once().await.unwrap();
     assert_eq!(
         (r.orphans_deleted, r.tgbs_deleted),
         (1, 0),
-        "no watermark: only the orphan goes"
+        "a commit after the deadline proves it an orphan; no watermark: only the orphan goes"
     );
-    assert_eq!(store.list("tgb").await.unwrap().len(), 3);
+    assert_eq!(store.list("tgb").await.unwrap().len(), 4);
 }
 
 /// Kill a GC pass at a random delete (retries off) many times, then rerun:
