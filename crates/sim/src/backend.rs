@@ -382,11 +382,15 @@ impl SimBackend {
 
     /// `(first_step, total_tgbs)` of live version `v`, if it was written.
     pub(crate) fn live_version_steps(&self, v: u64) -> Option<(u64, u64)> {
+        self.live_version(v).map(|m| (m.first_step, m.total_tgbs))
+    }
+
+    /// Live version `v`, if it was written.
+    pub(crate) fn live_version(&self, v: u64) -> Option<Manifest> {
         let st = lock(&self.state);
         let key = batchweave_manifest::manifest_key(v);
         let w = st.manifests.iter().find(|m| m.key == key && !m.ghost)?;
-        let m = decode_manifest(&w.bytes, &DecodeLimits::default()).ok()?;
-        Some((m.first_step, m.total_tgbs))
+        decode_manifest(&w.bytes, &DecodeLimits::default()).ok()
     }
 
     /// Ghost writes so far.

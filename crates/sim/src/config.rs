@@ -187,22 +187,15 @@ pub struct SimConfig {
     /// simulation found (a restart whose first view is stale meets the epoch of its
     /// old incarnation, which is still committing, and takes the old incarnation's
     /// last commit, after the open began, for a concurrent claim; see
-    /// `crates/sim/tests/seeds.rs::known_bug_open_race_against_a_committing_zombie`).
+    /// `crates/sim/tests/seeds.rs::known_bug_open_race_against_a_skewed_or_committing_predecessor`).
     pub tolerate_open_race: bool,
-    /// Restart a producer that stops because the version after the base it held does
-    /// not extend it, when that base is a ghost. On by default: it is a known bug the
-    /// simulation found: a producer woken from a suspend refreshes its base with the
-    /// boundary it read before the suspend, adopts the ghost that fills its next
-    /// version number, and then refuses the live chain as not extending the ghost
-    /// (`crates/sim/tests/seeds.rs::known_bug_producer_adopts_a_ghost_base`).
-    pub tolerate_ghost_base: bool,
     /// Serve stale GETs of manifest versions to the reclaimers too (producers and
-    /// consumers always get them). Off by default: it triggers a known bug the
-    /// simulation found: GC's newest version is a listing confirmed by GETs of the next
-    /// version numbers, and a stale GET ends the confirmation early, so the orphan sweep
-    /// takes an older version for the newest and deletes the TGBs of the versions it
-    /// missed once they are older than the grace period
-    /// (`crates/sim/tests/seeds.rs::known_bug_orphan_sweep_after_a_stale_probe`).
+    /// consumers always get them). On by default. Off, GC's view of the newest version
+    /// is always fresh; on, it found a bug, fixed and kept as a regression check
+    /// (`crates/sim/tests/seeds.rs::orphan_sweep_after_a_stale_probe_deletes_nothing_live`):
+    /// a stale GET ended GC's search for the newest version early and the orphan sweep
+    /// deleted TGBs that the versions it missed had made visible. The sweep now deletes
+    /// only what the version it read proves to be an orphan.
     pub gc_stale_reads: bool,
     /// Run GC passes concurrently with everything else.
     pub gc: bool,
@@ -258,8 +251,7 @@ impl Default for SimConfig {
             check_max_lag: true,
             strict: true,
             tolerate_open_race: true,
-            tolerate_ghost_base: true,
-            gc_stale_reads: false,
+            gc_stale_reads: true,
             gc: true,
             reclaimers: 1..=2,
             gc_interrupt_rate: 0.3,

@@ -55,11 +55,8 @@ pub fn replay_hint(seed: u64, cfg: &SimConfig) -> String {
     if !cfg.tolerate_open_race {
         flags.push_str(" --open-race-fails");
     }
-    if !cfg.tolerate_ghost_base {
-        flags.push_str(" --ghost-base-fails");
-    }
-    if cfg.gc_stale_reads {
-        flags.push_str(" --gc-stale-reads");
+    if !cfg.gc_stale_reads {
+        flags.push_str(" --gc-fresh-reads");
     }
     if cfg.small_buffers {
         flags.push_str(" --small-buffers");
@@ -89,7 +86,6 @@ pub fn replay_hint(seed: u64, cfg: &SimConfig) -> String {
     same.small_buffers = d.small_buffers;
     same.tolerate_open_race = d.tolerate_open_race;
     same.gc_stale_reads = d.gc_stale_reads;
-    same.tolerate_ghost_base = d.tolerate_ghost_base;
     same.stale_listings = d.stale_listings;
     same.check_max_lag = d.check_max_lag;
     same.max_commit_age = d.max_commit_age;

@@ -41,7 +41,7 @@
 //! | `reclaim-safety` | restoring a live rank's last checkpoint never hits reclaimed data |
 //! | `gc-safety` | at every deletion: a TGB's step is below every live rank's mark, a version below every live rank's mark version, never the newest |
 //! | `restore-outcome` | a restore from any checkpoint (older, at a ghost slot, at another DP) yields the live chain's batches or `DataReclaimed`, nothing else |
-//! | `storage-bound` | with one `max_lag` L everywhere, after a complete GC pass: stored TGBs at live steps from the low-water mark on at most `L + interval + 1`, uncommitted ones within the producers' buffers, nothing older than the grace period left behind |
+//! | `storage-bound` | with one `max_lag` L everywhere, after a complete GC pass: stored TGBs at live steps from the low-water mark on at most `L + interval + 1`, uncommitted ones within the producers' buffers, nothing older than the grace period left behind that the newest version proves an orphan |
 //! | `forged-refused` | a version that does not extend the chain is refused with a `Data` error naming it |
 //! | `no-ghost-commit` | everything a producer reported committed is in the chain |
 //! | `zombie-fenced` | an incarnation older than the live one never commits |
@@ -52,10 +52,14 @@
 //! that replays it; equal seeds give equal digests (event log, final
 //! manifest, virtual clock, last RNG draw).
 //!
-//! Known bugs the simulation found are tolerated by default so that it keeps
-//! exploring; switches turn them on ([`SimConfig::stale_listings`],
+//! The defaults turn every check on ([`SimConfig::stale_listings`],
 //! [`SimConfig::check_max_lag`], [`SimConfig::strict`],
-//! [`SimConfig::small_buffers`]).
+//! [`SimConfig::gc_stale_reads`]); the bugs these found are fixed and kept as
+//! regression seeds in `crates/sim/tests/seeds.rs`. One known bug is tolerated
+//! by default so that the simulation keeps exploring: a spurious `OpenRace`
+//! after a stale first view ([`SimConfig::tolerate_open_race`]; `--open-race-fails`
+//! turns it into a failure). [`SimConfig::small_buffers`] widens the world to
+//! buffers smaller than a count policy's batch.
 //!
 //! Debugging a seed: `BATCHWEAVE_SIM_LOG=1` prints every event, manifest
 //! write and refused create as it happens; with the `sim` binary,

@@ -59,17 +59,6 @@ fn known_rebase_bug(e: &ProducerError) -> bool {
     }
 }
 
-/// The held version of a `Diverged` error: the known bug of
-/// [`SimConfig::tolerate_ghost_base`](crate::SimConfig::tolerate_ghost_base) when that
-/// version is a ghost.
-fn ghost_base(e: &ProducerError) -> Option<u64> {
-    match e {
-        ProducerError::Stopped(inner) => ghost_base(inner),
-        ProducerError::Chain(batchweave_chain::ChainError::Diverged { held, .. }) => Some(*held),
-        _ => None,
-    }
-}
-
 /// True if a real process would simply be restarted after `e`.
 fn restartable(e: &ProducerError) -> bool {
     match e {
@@ -166,9 +155,7 @@ impl Actor {
 
     /// A known bug the run tolerates (the producer is restarted, as after a crash).
     fn known_bug(&self, e: &ProducerError) -> bool {
-        (!self.w.cfg.strict && known_rebase_bug(e))
-            || (self.w.cfg.tolerate_ghost_base
-                && ghost_base(e).is_some_and(|v| self.w.backend.ghosts().contains_key(&v)))
+        !self.w.cfg.strict && known_rebase_bug(e)
     }
 
     fn believe(&self, offset: u64) {

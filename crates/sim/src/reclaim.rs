@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use batchweave_gc::{GcError, GcReport, GcSettings, Reclaimer};
+use batchweave_manifest::Manifest;
 use batchweave_store::Clock;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -61,6 +62,8 @@ pub(crate) async fn gc_pass(
     };
     w.count(|t| t.gc_passes += 1);
     let (start_ms, start_elapsed) = (w.clock.unix_millis(), w.elapsed_ms());
+    let steps_at_start = w.backend.total();
+    let orphan_margin = settings.orphan_margin;
     match Reclaimer::new(store, settings).run_once().await {
         Ok(r) => {
             w.count(|t| {
@@ -80,8 +83,15 @@ pub(crate) async fn gc_pass(
                     r.manifests_deleted
                 ),
             );
-            if !interrupt {
-                storage_bound(w, &r, start_ms, start_elapsed)?;
+            // A pass bounds storage when it read the chain as it was when it started: one
+            // whose reads were stale (`gc_stale_reads`) leaves what it did not see, and
+            // its orphan sweep waits for proof, for a later pass.
+            let fresh = w
+                .backend
+                .live_version_steps(r.newest_version)
+                .is_some_and(|(_, total)| total >= steps_at_start);
+            if !interrupt && fresh {
+                storage_bound(w, &r, orphan_margin, start_ms, start_elapsed)?;
             }
             Ok(())
         }
@@ -117,10 +127,12 @@ pub(crate) async fn gc_pass(
 ///
 /// TGBs at live steps below the low-water step that are younger than the grace period
 /// (left by an interrupted pass after producers trimmed them) are the orphan sweep's
-/// and not counted.
+/// and not counted. An upload no version lists survives the grace period until the
+/// chain proves it an orphan (see [`proven_orphan`]).
 fn storage_bound(
     w: &World,
     r: &GcReport,
+    orphan_margin: Duration,
     start_ms: u64,
     start_elapsed: u64,
 ) -> Result<(), SimFailure> {
@@ -132,9 +144,13 @@ fn storage_bound(
     let margin = u64::try_from((grace + w.cfg.max_clock_skew * 2).as_millis()).unwrap_or(0);
     let old = start_ms.saturating_sub(margin);
     let (mut live, mut uncommitted) = (0u64, 0u64);
+    let newest = w.backend.live_version(r.newest_version);
     for (key, mtime, step) in w.backend.stored_tgbs() {
         match step {
             Some(s) if s >= low => live += 1,
+            // Awaiting proof: bounded by the buffers of the incarnations whose fate no
+            // version decides yet, not by the grace period.
+            None if !proven_orphan(newest.as_ref(), &key, mtime, orphan_margin) => {}
             _ if mtime < old => {
                 return Err(w.violation(
                     "storage-bound",
@@ -174,6 +190,31 @@ fn storage_bound(
         ));
     }
     Ok(())
+}
+
+/// The orphan rule restated on ground truth: an upload that no version lists is proven
+/// never to be committed by the live version `m` (the newest when the pass started)
+/// when `m` holds its producer at a higher epoch or past its sequence, or `m` was
+/// committed more than the longest `max_commit_age` plus `orphan_margin` after the
+/// upload.
+fn proven_orphan(m: Option<&Manifest>, key: &str, mtime: u64, orphan_margin: Duration) -> bool {
+    let Some(m) = m else {
+        return false;
+    };
+    if let Some((id, epoch, seq)) = batchweave_manifest::parse_tgb_key(key)
+        && let Some(e) = m.producers.get(id)
+        && (e.epoch > epoch || (e.epoch == epoch && e.last_sequence >= seq))
+    {
+        return true;
+    }
+    let reach = m
+        .producers
+        .values()
+        .map(|e| e.max_commit_age_ms)
+        .max()
+        .unwrap_or(0)
+        .saturating_add(u64::try_from(orphan_margin.as_millis()).unwrap_or(u64::MAX));
+    m.committed_at_ms > mtime.saturating_add(reach)
 }
 
 /// Runs passes every 0.2-6 s of virtual time until `stop` turns true.

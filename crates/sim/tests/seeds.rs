@@ -206,12 +206,14 @@ fn planted_skip_boundary_check_is_caught() {
 
 /// (b) A boundary log whose newest entry holds less than the one before: readers take
 /// ghosts for live (a zombie's ghost create counts as its commit, restores get the
-/// ghost's batch or a bare NotFound).
+/// ghost's batch or a bare NotFound; or, with GC's reads stale too, a producer's
+/// extension check refuses the rewritten history it meets and the producer stops).
 #[test]
 fn planted_lower_boundary_is_caught() {
     caught_by(
         PlantedBug::LowerBoundary,
         &[
+            "producer-error",
             "zombie-fenced",
             "no-ghost-commit",
             "restore-outcome",
@@ -400,37 +402,27 @@ fn known_bug_open_race_against_a_skewed_or_committing_predecessor() {
     );
 }
 
-/// Known bug (GC, safety): the newest version is a listing confirmed by GETs of the
-/// next version numbers; a stale GET ends the confirmation early, the orphan sweep takes
-/// an older version for the newest and deletes TGBs of the versions it missed once they
-/// are older than the grace period. Seed 278 with stale GETs for GC: a pass deletes
-/// `tgb/p2/0000000003-00000000000000000003.tgb`, live at step 36, while a checkpoint
-/// needs step 35 (`gc-safety`). Tolerated by default (`gc_stale_reads` off).
+/// Regression (GC, safety), found by seed 278 with stale GETs for GC: the newest
+/// version is a listing confirmed by GETs of the next version numbers; a stale GET
+/// ended the confirmation early, and the orphan sweep took what the versions it missed
+/// listed for orphans (it deleted `tgb/p2/0000000003-00000000000000000003.tgb`, live at
+/// step 36, while a checkpoint needed step 35: `gc-safety`). The sweep now deletes only
+/// what the version it read proves to be an orphan (`Reclaimer::run_once`, step 6).
 #[test]
-#[ignore = "known bug, not fixed yet"]
-fn known_bug_orphan_sweep_after_a_stale_probe() {
-    must_hold(
-        278,
-        SimConfig {
-            gc_stale_reads: true,
-            ..SimConfig::default()
-        },
-    );
+fn orphan_sweep_after_a_stale_probe_deletes_nothing_live() {
+    let cfg = SimConfig::default();
+    assert!(cfg.gc_stale_reads, "GC gets stale reads by default");
+    must_hold(278, cfg);
 }
 
-/// Known bug (producer, liveness): `poll_cached` refreshes the base with the boundary
-/// read before, so a producer woken from a suspend adopts the ghost that fills its next
-/// version number; the fresh resync then refuses the live chain as not extending that
-/// ghost and the producer stops with a `Data` error ("manifest version 30 does not extend
-/// version 29"). Seed 11700. Tolerated by default (`tolerate_ghost_base`).
+/// Regression (producer, liveness), found by seed 11700: a producer woken from a
+/// suspend refreshed its base with the boundary read before the suspend, adopted the
+/// ghost that fills its next version number, and then, when a stale listing showed that
+/// ghost as the newest version, refused the live chain as not extending it and stopped
+/// with a `Data` error ("manifest version 30 does not extend version 29"). The chain's
+/// search for the newest version now reads the boundary again when the version it
+/// stands on is followed by one that does not extend it, and starts over from there.
 #[test]
-#[ignore = "known bug, not fixed yet"]
-fn known_bug_producer_adopts_a_ghost_base() {
-    must_hold(
-        11700,
-        SimConfig {
-            tolerate_ghost_base: false,
-            ..SimConfig::default()
-        },
-    );
+fn a_producer_woken_over_a_ghost_base_keeps_committing() {
+    must_hold(11700, SimConfig::default());
 }

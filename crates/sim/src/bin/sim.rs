@@ -105,7 +105,7 @@ fn parse() -> Result<Args, String> {
             "--small-buffers" => a.cfg.small_buffers = true,
             "--open-race-fails" => a.cfg.tolerate_open_race = false,
             "--gc-stale-reads" => a.cfg.gc_stale_reads = true,
-            "--ghost-base-fails" => a.cfg.tolerate_ghost_base = false,
+            "--gc-fresh-reads" => a.cfg.gc_stale_reads = false,
             "--stale-listings" => a.cfg.stale_listings = true,
             "--check-max-lag" => a.cfg.check_max_lag = true,
             "--max-commit-age-ms" => {
@@ -126,7 +126,7 @@ fn parse() -> Result<Args, String> {
             }
             "-h" | "--help" => {
                 return Err(format!(
-                    "usage: sim [--seeds N] [--start S] [--seed S] [--trace] [--verbose] [--strict] [--open-race-fails] [--gc-stale-reads] [--ghost-base-fails] [--small-buffers] [--stale-listings] [--check-max-lag] \
+                    "usage: sim [--seeds N] [--start S] [--seed S] [--trace] [--verbose] [--strict] [--open-race-fails] [--gc-stale-reads] [--gc-fresh-reads] [--small-buffers] [--stale-listings] [--check-max-lag] \
                      [--max-commit-age-ms MS] [--orphan-grace-ms MS] [--plant {}]",
                     plant_names()
                 ));
