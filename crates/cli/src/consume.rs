@@ -59,8 +59,20 @@ pub(crate) struct ConsumeArgs {
     /// checkpoint and at the end.
     #[arg(long)]
     state_file: Option<PathBuf>,
-    /// Write one JSON line per step here: step, the TGBs read, CRC32 of the step's bytes.
-    #[arg(long)]
+    /// Write one JSON line per consumed step here (JSON Lines), for example:
+    ///
+    ///   {"step":0,"tgbs":[{"producer":"prep-0","sequence":1,"tgb_step":0,"key":"tgb/prep-0/0000000001-00000000000000000001.tgb"}],"digest":"81c5b6bb"}
+    ///
+    /// step: this rank's consumer step (one line per step, consecutive, in order).
+    /// tgbs: the reads the step took, in order (one today): the producer id, its sequence
+    ///   number of the TGB, the TGB's step in the stream, and the TGB object's key.
+    /// digest: CRC32 (IEEE) of the bytes the step delivered, as 8 lowercase hex digits.
+    ///
+    /// On a restart from --state-file the log is cut back to the steps before the restored
+    /// cursor (a torn last line goes too), so it ends as an uninterrupted rank's would.
+    /// Field names and meanings are stable and fields are only added: parse each line as
+    /// JSON and ignore keys you do not know. See docs/operations.md, section 9.
+    #[arg(long, verbatim_doc_comment)]
     log: Option<PathBuf>,
     /// Slice size the producer used (`produce --slice-bytes`), to verify every byte.
     #[arg(long, default_value_t = 4096)]
