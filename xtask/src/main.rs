@@ -2,12 +2,13 @@
 //!
 //! | command | what it does |
 //! |---|---|
-//! | `cargo xtask ci` | fmt check, clippy `-D warnings`, docs with warnings denied, the API snapshot, the packaging check, then `test`, chaos and the bench smoke run |
+//! | `cargo xtask ci` | fmt check, clippy `-D warnings`, docs with warnings denied, the API snapshot, the packaging check, then `test`, `python`, chaos and the bench smoke run |
 //! | `cargo xtask test` | starts moto (S3), Azurite and SeaweedFS on 127.0.0.1, runs every test against them, stops them |
 //! | `cargo xtask chaos [--short]` | real produce/consume/gc processes on SeaweedFS with SIGKILLs and a server restart; checks 0 lost/duplicated/reordered |
 //! | `cargo xtask sim --seeds N [--start S]` | the deterministic simulation over many seeds in release mode (`--seed S --trace` replays one) |
 //! | `cargo xtask bench [--quick]` | `batchweave bench all --sim` in release mode (feature `sim`); results in `target/bench/*.json` and `*.svg` (ratios are reported, never asserted) |
 //! | `cargo xtask api [--bless]` | the public-API snapshot of the facade and library crates (`api/*.txt`, `cargo public-api` installed into `.tools/cargo`): compare, or rewrite |
+//! | `cargo xtask python` | the Python SDK: builds it into `.tools/pyvenv` (torch only with 12 GB free), runs pytest on a local directory and S3 on moto, and `mypy --strict` |
 //! | `cargo xtask package` | `cargo package` (with its build check) of every crate meant for crates.io |
 //! | `cargo xtask servers` | starts the servers, prints their environment, waits for Enter, stops them |
 
@@ -15,6 +16,7 @@ mod api;
 mod chaos;
 #[cfg(test)]
 mod docrefs;
+mod python;
 mod servers;
 
 use std::process::Command;
@@ -108,6 +110,8 @@ fn ci() -> Result<()> {
     api::check(false)?;
     package()?;
     test()?;
+    eprintln!("\n==> the Python SDK (pytest, mypy)");
+    python::python()?;
     eprintln!("\n==> chaos (short): real processes, SIGKILLs, an S3 server restart");
     chaos::chaos(true)?;
     eprintln!("\n==> benchmarks (quick smoke run: ratios are reported, never asserted)");
@@ -204,6 +208,7 @@ fn main() -> Result<()> {
         Some("bench") => bench(args.iter().any(|a| a == "--quick")),
         Some("api") => api::check(args.iter().any(|a| a == "--bless")),
         Some("package") => package(),
+        Some("python") => python::python(),
         Some("sim") => step(
             "deterministic simulation (release)",
             cargo()
@@ -231,7 +236,7 @@ fn main() -> Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|test|chaos [--short]|sim --seeds N|bench [--quick]|api [--bless]|package|servers>"
+                "usage: cargo xtask <ci|test|chaos [--short]|sim --seeds N|bench [--quick]|api [--bless]|package|python|servers>"
             );
             std::process::exit(2)
         }

@@ -285,6 +285,21 @@ fn start_azurite(servers: &mut Servers, node: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Installs (if needed) and starts moto alone (the Python tests' S3 server).
+pub(crate) fn start_s3() -> Result<Servers> {
+    let mut servers = Servers {
+        children: Vec::new(),
+        seaweed: None,
+        env: Vec::new(),
+    };
+    let venv = venv()?;
+    start_moto(&mut servers, &venv)?;
+    servers
+        .env
+        .push(("BATCHWEAVE_REQUIRE_SERVERS".into(), "1".into()));
+    Ok(servers)
+}
+
 /// Installs (if needed) and starts moto and Azurite (required) and SeaweedFS
 /// (best effort; its absence is reported, not fatal).
 pub(crate) fn start(with_seaweed: bool) -> Result<Servers> {

@@ -38,12 +38,12 @@ def test_python_and_rust_producers_and_consumers(target: Target, cli: str, tmp_p
     src = probe.sources[0]
     payload.detect(src["producer_id"], src["sequence"], src["first_slice"], bytes(probe.data[0]))
     # Then a Python producer and a second Rust producer concurrently.
-    rust = rust_produce("rust-1")
+    rust_1 = rust_produce("rust-1")
     with stream.producer("py-0") as p:
         for seq in range(1, N + 1):
             slices = [slice_bytes("py-0", seq, s, LEN) for s in range(2)]
             p.append(slices, dp=2, cp=1, source_offset=seq)
-    wait(rust)
+    wait(rust_1)
 
     producers = stream.inspect()["producers"]
     assert producers["py-0"]["source_offset"] == N
