@@ -3,7 +3,7 @@
 //!
 //! The binding only converts: every protocol decision is the facade crate's. Blocking
 //! calls release the GIL; the tokio runtime is created lazily per process (and again in
-//! a forked child, see [`runtime`]).
+//! a forked child, see `src/runtime.rs`).
 
 mod buffer;
 mod consumer;
