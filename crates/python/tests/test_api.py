@@ -213,7 +213,10 @@ def test_close_ends_iteration_in_another_thread(local: Target) -> None:
 
     t = threading.Thread(target=run)
     t.start()
-    time.sleep(0.5)
+    deadline = time.monotonic() + 30
+    while len(seen) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)  # now blocked waiting for step 2
     c.close()
     t.join(timeout=10)
     assert not t.is_alive() and seen == [0, 1]

@@ -17,7 +17,13 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
-import torch.utils.data
+try:
+    import torch.utils.data
+except ImportError as e:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "batchweave.torch needs PyTorch: pip install torch (and torchdata for "
+        "StatefulDataLoader)"
+    ) from e
 
 from batchweave import Batch, Consumer, InvalidError, Stream
 
