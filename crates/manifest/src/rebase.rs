@@ -204,20 +204,65 @@ pub fn rebase(
         .checked_add(1)
         .ok_or(RebaseError::Overflow { what: "version" })?;
     let entry = base.producers.get(id);
-    let ours = match entry {
+    let ours = same_epoch(entry, pending)?;
+    let new = new_tgbs(entry, pending, ours)?;
+    let (grid_dp, grid_cp) = check_grid(base, new)?;
+    let (first_step, tgbs) = retained_then_new(base, new, trim_below_step, version)?;
+    let retained_bytes = tgbs
+        .iter()
+        .try_fold(0u64, |sum, d| sum.checked_add(d.object_size))
+        .ok_or(RebaseError::Overflow {
+            what: "retained_bytes",
+        })?;
+    let total_tgbs = u64::try_from(tgbs.len())
+        .ok()
+        .and_then(|n| first_step.checked_add(n))
+        .ok_or(RebaseError::Overflow { what: "total_tgbs" })?;
+    let mut producers = base.producers.clone();
+    producers.insert(id.to_owned(), producer_state(entry, pending, new, version)?);
+    Ok(Manifest {
+        version,
+        first_step,
+        tgbs,
+        producers,
+        committed_at_ms: pending.now_ms,
+        total_tgbs,
+        retained_bytes,
+        grid_dp,
+        grid_cp,
+    })
+}
+
+/// Whether the base's entry of the pending producer is of the pending batch's own epoch
+/// (`false`: no entry, or an older epoch, which this batch claims). Fenced when the entry
+/// has a newer epoch, or the same epoch under another incarnation.
+fn same_epoch(entry: Option<&ProducerState>, pending: &Pending) -> Result<bool, RebaseError> {
+    match entry {
         Some(e)
             if e.epoch > pending.epoch
                 || (e.epoch == pending.epoch && e.incarnation != pending.incarnation) =>
         {
-            return Err(RebaseError::Fenced {
-                producer_id: id.to_owned(),
+            Err(RebaseError::Fenced {
+                producer_id: pending.producer_id.clone(),
                 ours: (pending.epoch, pending.incarnation),
                 theirs: (e.epoch, e.incarnation),
-            });
+            })
         }
-        Some(e) => e.epoch == pending.epoch,
-        None => false,
-    };
+        Some(e) => Ok(e.epoch == pending.epoch),
+        None => Ok(false),
+    }
+}
+
+/// The pending TGBs the base does not hold yet (`ours`: the entry is of the batch's
+/// epoch, see [`same_epoch`]), checked against the entry: they continue its sequence, a
+/// batch without TGBs recovers from the committed offset, and the resume point never
+/// goes back.
+fn new_tgbs<'p>(
+    entry: Option<&ProducerState>,
+    pending: &'p Pending,
+    ours: bool,
+) -> Result<&'p [TgbDescriptor], RebaseError> {
+    let id = pending.producer_id.as_str();
     let committed_seq = entry.map_or(0, |e| e.last_sequence);
     // In a claim nothing pending can be committed yet (the TGBs carry the new epoch).
     let already = if ours { committed_seq } else { 0 };
@@ -267,9 +312,13 @@ pub fn rebase(
             )));
         }
     }
-    // One grid per stream: fixed by the first TGB ever committed.
-    let base_grid = stream_grid(base);
-    let grid = base_grid.or_else(|| new.first().map(|t| (t.dp, t.cp)));
+    Ok(new)
+}
+
+/// The stream's grid `(dp, cp)` (`(0, 0)` while it has none): fixed by the first TGB ever
+/// committed, which every new TGB must match.
+fn check_grid(base: &Manifest, new: &[TgbDescriptor]) -> Result<(u32, u32), RebaseError> {
+    let grid = stream_grid(base).or_else(|| new.first().map(|t| (t.dp, t.cp)));
     if let Some(stream) = grid
         && let Some(t) = new.iter().find(|t| (t.dp, t.cp) != stream)
     {
@@ -278,8 +327,17 @@ pub fn rebase(
             tgb: (t.dp, t.cp),
         });
     }
-    let (grid_dp, grid_cp) = grid.unwrap_or_default();
+    Ok(grid.unwrap_or_default())
+}
 
+/// The TGB list of the new version: the base's from the trimmed first step on (the
+/// step is returned), then the new TGBs, visible from `version` and each validated.
+fn retained_then_new(
+    base: &Manifest,
+    new: &[TgbDescriptor],
+    trim_below_step: u64,
+    version: u64,
+) -> Result<(u64, Vec<TgbDescriptor>), RebaseError> {
     let retained_len =
         u64::try_from(base.tgbs.len()).map_err(|_| RebaseError::Overflow { what: "total_tgbs" })?;
     let base_total = base
@@ -303,22 +361,24 @@ pub fn rebase(
             .map_err(|e| invalid(e.to_string()))?;
         tgbs.push(d);
     }
-    let retained_bytes = tgbs
-        .iter()
-        .try_fold(0u64, |sum, d| sum.checked_add(d.object_size))
-        .ok_or(RebaseError::Overflow {
-            what: "retained_bytes",
-        })?;
-    let total_tgbs = u64::try_from(tgbs.len())
-        .ok()
-        .and_then(|n| first_step.checked_add(n))
-        .ok_or(RebaseError::Overflow { what: "total_tgbs" })?;
+    Ok((first_step, tgbs))
+}
+
+/// The pending producer's entry in the new version.
+fn producer_state(
+    entry: Option<&ProducerState>,
+    pending: &Pending,
+    new: &[TgbDescriptor],
+    version: u64,
+) -> Result<ProducerState, RebaseError> {
     let appended = u64::try_from(new.len()).unwrap_or(u64::MAX);
-    let state = ProducerState {
+    Ok(ProducerState {
         epoch: pending.epoch,
         incarnation: pending.incarnation,
         source_offset: pending.source_offset,
-        last_sequence: new.last().map_or(committed_seq, |t| t.sequence),
+        last_sequence: new
+            .last()
+            .map_or(entry.map_or(0, |e| e.last_sequence), |t| t.sequence),
         last_commit_version: version,
         tgbs_committed: entry
             .map_or(0, |e| e.tgbs_committed)
@@ -329,18 +389,5 @@ pub fn rebase(
         last_commit_ms: pending.now_ms,
         // The producer sets its own after the rebase; kept otherwise.
         max_commit_age_ms: entry.map_or(0, |e| e.max_commit_age_ms),
-    };
-    let mut producers = base.producers.clone();
-    producers.insert(id.to_owned(), state);
-    Ok(Manifest {
-        version,
-        first_step,
-        tgbs,
-        producers,
-        committed_at_ms: pending.now_ms,
-        total_tgbs,
-        retained_bytes,
-        grid_dp,
-        grid_cp,
     })
 }
