@@ -89,15 +89,24 @@ def main() -> None:
         size = slice_mb * 1_000_000
         total = size * RANKS * steps
         best: Dict[str, float] = {}
-        for _ in range(args.repeat):
+        for rep in range(args.repeat):
             with tempfile.TemporaryDirectory() as d:
                 py_url, rs_url = str(Path(d) / "py"), str(Path(d) / "rs")
-                runs = {
-                    "py_produce": py_produce(py_url, size, steps),
-                    "rust_produce": rust(args.rust, "produce", rs_url, str(size), str(steps), str(RANKS)),
-                    "py_consume": py_consume(py_url, steps),
-                    "rust_consume": rust(args.rust, "consume", py_url, str(steps), str(RANKS)),
-                }
+                runs: Dict[str, float] = {}
+                # Alternate which side goes first (page cache and writeback favour neither).
+                order = ["py", "rust"] if rep % 2 == 0 else ["rust", "py"]
+                for side in order:
+                    if side == "py":
+                        runs["py_produce"] = py_produce(py_url, size, steps)
+                    else:
+                        runs["rust_produce"] = rust(
+                            args.rust, "produce", rs_url, str(size), str(steps), str(RANKS)
+                        )
+                for side in order:
+                    if side == "py":
+                        runs["py_consume"] = py_consume(py_url, steps)
+                    else:
+                        runs["rust_consume"] = rust(args.rust, "consume", py_url, str(steps), str(RANKS))
                 zc = zero_copy_check(py_url)
             for k, v in runs.items():
                 best[k] = min(best.get(k, v), v)
