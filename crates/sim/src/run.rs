@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use batchweave_consumer::planted::{PlantedConsumerBugs, plant};
+use batchweave_manifest::Manifest;
 use batchweave_tgb::Grid;
 use futures::future::{try_join, try_join_all, try_join3};
 use rand::rngs::StdRng;
@@ -139,21 +140,8 @@ fn draw_shape(cfg: &SimConfig, rng: &mut StdRng, planned_tgbs: u64) -> Shape {
     }
 }
 
-async fn simulate(seed: u64, cfg: SimConfig) -> Result<SimReport, SimFailure> {
-    let mut root = StdRng::seed_from_u64(seed);
-    let n_producers = root.random_range(cfg.producers.clone());
-    let quotas: Vec<u64> = (0..n_producers)
-        .map(|_| root.random_range(cfg.tgbs_per_producer.clone()))
-        .collect();
-    let planned: u64 = quotas.iter().sum();
-    let shape = draw_shape(&cfg, &mut root, planned);
-    let w = Arc::new(World::new(seed, cfg.clone(), &mut root, shape));
-    let plans: Vec<RankPlan> = w
-        .groups
-        .iter()
-        .flat_map(|g| rank_plans(g, w.grid, planned))
-        .collect();
-    *lock(&w.ranks) = plans.iter().map(|p| (p.id(), RankLog::default())).collect();
+/// Logs the run's shape: producers, TGBs, grid, groups and a uniform `max_lag`.
+fn announce(w: &World, seed: u64, n_producers: usize, planned: u64) {
     let groups: Vec<String> = w
         .groups
         .iter()
@@ -179,12 +167,14 @@ async fn simulate(seed: u64, cfg: SimConfig) -> Result<SimReport, SimFailure> {
             w.grid.dp, w.grid.cp, w.uniform_lag
         ),
     );
+}
 
-    // Every group registers its layout before anything is written: GC must hold
-    // every group at step 0 until each of its ranks has a watermark.
+/// Every group registers its layout before anything is written: GC must hold every
+/// group at step 0 until each of its ranks has a watermark.
+async fn register_groups(w: &World, plans: &[RankPlan]) -> Result<(), SimFailure> {
     for g in &w.groups {
         let c = start(
-            &w,
+            w,
             "setup",
             &config(&g.name, 0, [g.dp, g.cp, g.tp, g.pp]),
             0,
@@ -193,10 +183,23 @@ async fn simulate(seed: u64, cfg: SimConfig) -> Result<SimReport, SimFailure> {
         .await?;
         drop(c);
     }
-    for p in &plans {
+    for p in plans {
         w.backend.set_mark(p.id(), Some((0, 0)));
     }
 
+    Ok(())
+}
+
+/// The run proper: every rank, producer, reclaimer and the prober as concurrent actors,
+/// until the producers met their quotas and the groups read everything (or the
+/// deadline passed). Returns the reclaimer for the final pass and how many ran.
+async fn run_actors(
+    w: &Arc<World>,
+    cfg: &SimConfig,
+    plans: &[RankPlan],
+    quotas: &[u64],
+    root: &mut StdRng,
+) -> Result<(Gc, usize), SimFailure> {
     let (target_tx, target_rx) = watch::channel(None::<u64>);
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut group_work = Vec::new();
@@ -235,9 +238,9 @@ async fn simulate(seed: u64, cfg: SimConfig) -> Result<SimReport, SimFailure> {
         .collect();
     let n_gc = root.random_range(cfg.reclaimers.clone());
     let reclaimers: Vec<(Gc, u64)> = (0..n_gc)
-        .map(|i| (Gc::new(&w, i, &mut root), root.random()))
+        .map(|i| (Gc::new(w, i, root), root.random()))
         .collect();
-    let final_gc = Gc::new(&w, n_gc, &mut root);
+    let final_gc = Gc::new(w, n_gc, root);
     let probe_seed: u64 = root.random();
 
     let produce = async {
@@ -276,26 +279,31 @@ async fn simulate(seed: u64, cfg: SimConfig) -> Result<SimReport, SimFailure> {
         () = w.clock.sleep(cfg.deadline) => None,
     };
     match finished {
-        None => return Err(w.stuck(stuck_detail(&w))),
-        Some(Err(f)) => return Err(f),
-        Some(Ok(_)) => {}
+        None => Err(w.stuck(stuck_detail(w))),
+        Some(Err(f)) => Err(f),
+        Some(Ok(_)) => Ok((final_gc, n_gc)),
     }
-    w.backend_violation()?;
+}
 
-    final_restores(&w, &plans, &final_gc, &mut root).await?;
-    w.backend_violation()?;
-
-    let chain = check::chain(&w)?;
-    let steps = check::steps(&w, &chain)?;
+/// The checks on the chain as written, then the forged version: returns the number of
+/// steps and the newest version.
+async fn check_chain(
+    w: &World,
+    cfg: &SimConfig,
+    plans: &[RankPlan],
+    root: &mut StdRng,
+) -> Result<(u64, Manifest), SimFailure> {
+    let chain = check::chain(w)?;
+    let steps = check::steps(w, &chain)?;
     let newest = chain.values().next_back().cloned().unwrap_or_default();
-    check::producers(&w, &steps, &newest)?;
-    check::ranks(&w, &plans, steps.len() as u64)?;
+    check::producers(w, &steps, &newest)?;
+    check::ranks(w, plans, steps.len() as u64)?;
     if cfg.check_max_lag {
-        check::max_lag(&w)?;
+        check::max_lag(w)?;
     }
 
     if cfg.forger
-        && let Some(v) = forge(&w, &newest).await
+        && let Some(v) = forge(w, &newest).await
     {
         let live: Vec<&RankPlan> = plans
             .iter()
@@ -303,37 +311,52 @@ async fn simulate(seed: u64, cfg: SimConfig) -> Result<SimReport, SimFailure> {
             .collect();
         if !live.is_empty() {
             let p = live[root.random_range(0..live.len())];
-            forged_refused(&w, p, &newest, v).await?;
+            forged_refused(w, p, &newest, v).await?;
         }
     }
+
+    Ok((steps.len() as u64, newest))
+}
+
+async fn simulate(seed: u64, cfg: SimConfig) -> Result<SimReport, SimFailure> {
+    let mut root = StdRng::seed_from_u64(seed);
+    let n_producers = root.random_range(cfg.producers.clone());
+    let quotas: Vec<u64> = (0..n_producers)
+        .map(|_| root.random_range(cfg.tgbs_per_producer.clone()))
+        .collect();
+    let planned: u64 = quotas.iter().sum();
+    let shape = draw_shape(&cfg, &mut root, planned);
+    let w = Arc::new(World::new(seed, cfg.clone(), &mut root, shape));
+    let plans: Vec<RankPlan> = w
+        .groups
+        .iter()
+        .flat_map(|g| rank_plans(g, w.grid, planned))
+        .collect();
+    *lock(&w.ranks) = plans.iter().map(|p| (p.id(), RankLog::default())).collect();
+    announce(&w, seed, n_producers, planned);
+    register_groups(&w, &plans).await?;
+    let (final_gc, n_gc) = run_actors(&w, &cfg, &plans, &quotas, &mut root).await?;
+    w.backend_violation()?;
+    final_restores(&w, &plans, &final_gc, &mut root).await?;
+    w.backend_violation()?;
+
+    let (steps, newest) = check_chain(&w, &cfg, &plans, &mut root).await?;
 
     let last_draw: u64 = root.random();
     let virtual_ms = w.elapsed_ms();
     let events = w.events();
     let fs = w.faults.stats();
     let bc = w.backend.counts();
-    let mut h = Fnv::default();
-    for e in &events {
-        h.bytes(e.as_bytes()).bytes(b"\n");
-    }
-    if let Some(last) = w.backend.manifest_writes().last() {
-        h.bytes(&last.bytes);
-    }
-    h.u64(virtual_ms)
-        .u64(last_draw)
-        .u64(fs.before)
-        .u64(fs.after)
-        .u64(fs.stale);
     let tally = lock(&w.tally).clone();
     Ok(SimReport {
         seed,
-        digest: h.0,
+        digest: digest(&w, &events, virtual_ms, last_draw),
         producers: n_producers,
         tgb_grid: (w.grid.dp, w.grid.cp),
         groups: w.groups.iter().map(|g| (g.dp, g.cp, g.tp, g.pp)).collect(),
         ranks: plans.len() as u32,
         retired: tally.retired,
-        steps: steps.len() as u64,
+        steps,
         versions: newest.version,
         incarnations: tally.incarnations,
         producer_crashes: tally.producer_crashes,
@@ -368,6 +391,25 @@ async fn simulate(seed: u64, cfg: SimConfig) -> Result<SimReport, SimFailure> {
         virtual_ms,
         events: events.len(),
     })
+}
+
+/// The run's digest: the event log, the last manifest written, the virtual clock, the
+/// last draw of the root RNG and the fault counts.
+fn digest(w: &World, events: &[String], virtual_ms: u64, last_draw: u64) -> u64 {
+    let fs = w.faults.stats();
+    let mut h = Fnv::default();
+    for e in events {
+        h.bytes(e.as_bytes()).bytes(b"\n");
+    }
+    if let Some(last) = w.backend.manifest_writes().last() {
+        h.bytes(&last.bytes);
+    }
+    h.u64(virtual_ms)
+        .u64(last_draw)
+        .u64(fs.before)
+        .u64(fs.after)
+        .u64(fs.stale);
+    h.0
 }
 
 /// After the run: one more GC pass, then every rank of a live group restores from its
