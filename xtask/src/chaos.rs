@@ -79,6 +79,30 @@ fn read_log(path: &Path) -> Result<Vec<(u64, String, u64)>> {
     Ok(out)
 }
 
+/// The shape of one chaos run.
+struct Plan {
+    producers: u64,
+    /// TGBs per producer.
+    per: u64,
+    ranks: u64,
+    short: bool,
+}
+
+impl Plan {
+    fn steps(&self) -> u64 {
+        self.producers * self.per
+    }
+}
+
+/// What the run did to the processes and the server.
+#[derive(Default)]
+struct Mayhem {
+    kills: u32,
+    failures: u32,
+    server_restarts: u32,
+    gc_runs: u32,
+}
+
 pub(crate) fn chaos(short: bool) -> Result<()> {
     let root = servers::root();
     let st = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
@@ -111,9 +135,35 @@ pub(crate) fn chaos(short: bool) -> Result<()> {
     } else {
         (3, 100, 4)
     };
-    let steps = producers * per;
+    let plan = Plan {
+        producers,
+        per,
+        ranks,
+        short,
+    };
+    let mut procs = processes(&plan, &url, &dir);
+    for p in &mut procs {
+        start(&bin, &env, p, &dir)?;
+    }
+    eprintln!("chaos: {producers} producers x {per} TGBs, {ranks} ranks, store {url}");
+    let m = run_to_the_end(&plan, &bin, &env, &mut procs, &dir, &mut srv, &url)?;
+    let (steps, lost, duplicated, reordered) = verdict(&plan, &dir)?;
+    println!(
+        "chaos: {} SIGKILLs, {} failed exits restarted, {} S3 server restart(s), {} gc runs; {steps} steps on {ranks} ranks: {lost} lost, {duplicated} duplicated, {reordered} reordered",
+        m.kills, m.failures, m.server_restarts, m.gc_runs
+    );
+    if lost + duplicated + reordered > 0 {
+        bail!("chaos found {lost} lost, {duplicated} duplicated, {reordered} reordered TGBs");
+    }
+    drop(srv);
+    Ok(())
+}
+
+/// The producer and consumer processes of the run (not started yet).
+fn processes(plan: &Plan, url: &str, dir: &Path) -> Vec<Proc> {
+    let (per, ranks, steps) = (plan.per, plan.ranks, plan.steps());
     let mut procs: Vec<Proc> = Vec::new();
-    for i in 0..producers {
+    for i in 0..plan.producers {
         let args = format!(
             "produce --store {url} --producer-id p{i} --tgbs {per} --dp {ranks} --cp 1 --slice-bytes 2048 --policy dac --max-lag 24"
         );
@@ -139,20 +189,32 @@ pub(crate) fn chaos(short: bool) -> Result<()> {
             starts: 0,
         });
     }
-    for p in &mut procs {
-        start(&bin, &env, p, &dir)?;
-    }
+    procs
+}
+
+/// Watches the processes until every one finished successfully, restarting the ones
+/// that fail, SIGKILLing a random live one every 0.3-1.2 s, restarting the S3 server
+/// once and running `batchweave gc` every 2 s. Fails past the deadline.
+fn run_to_the_end(
+    plan: &Plan,
+    bin: &Path,
+    env: &[(String, String)],
+    procs: &mut [Proc],
+    dir: &Path,
+    srv: &mut servers::Servers,
+    url: &str,
+) -> Result<Mayhem> {
+    let short = plan.short;
     let mut rng = Lcg(0xC4A05 ^ u64::from(std::process::id()));
     let t0 = Instant::now();
     let deadline = Duration::from_secs(if short { 300 } else { 900 });
-    let (mut kills, mut failures, mut server_restarts, mut gc_runs) = (0u32, 0u32, 0u32, 0u32);
+    let mut m = Mayhem::default();
     let mut last_gc = Instant::now();
     let mut last_kill = Instant::now();
-    eprintln!("chaos: {producers} producers x {per} TGBs, {ranks} ranks, store {url}");
     loop {
         std::thread::sleep(Duration::from_millis(100));
         let mut all_done = true;
-        for p in &mut procs {
+        for p in procs.iter_mut() {
             if p.done {
                 continue;
             }
@@ -165,12 +227,12 @@ pub(crate) fn chaos(short: bool) -> Result<()> {
                     eprintln!("chaos: {} finished after {} start(s)", p.name, p.starts);
                     continue;
                 }
-                failures += 1;
-                start(&bin, &env, p, &dir)?;
+                m.failures += 1;
+                start(bin, env, p, dir)?;
             }
         }
         if all_done {
-            break;
+            return Ok(m);
         }
         ensure!(
             t0.elapsed() < deadline,
@@ -184,29 +246,35 @@ pub(crate) fn chaos(short: bool) -> Result<()> {
             if let Some(mut c) = p.child.take() {
                 let _ = c.kill(); // SIGKILL
                 let _ = c.wait();
-                kills += 1;
-                start(&bin, &env, p, &dir)?;
+                m.kills += 1;
+                start(bin, env, p, dir)?;
             }
             last_kill = Instant::now();
         }
-        if server_restarts == 0 && t0.elapsed() > Duration::from_secs(if short { 3 } else { 10 }) {
+        if m.server_restarts == 0 && t0.elapsed() > Duration::from_secs(if short { 3 } else { 10 })
+        {
             eprintln!("chaos: restarting the S3 server");
             srv.restart_seaweed()?;
-            server_restarts += 1;
+            m.server_restarts += 1;
         }
         if last_gc.elapsed() > Duration::from_secs(2) {
-            let out = Command::new(&bin)
-                .args(["gc", "--store", &url, "--orphan-grace-secs", "3600"])
+            let out = Command::new(bin)
+                .args(["gc", "--store", url, "--orphan-grace-secs", "3600"])
                 .envs(env.iter().cloned())
                 .output()?;
             if out.status.success() {
-                gc_runs += 1;
+                m.gc_runs += 1;
             }
             last_gc = Instant::now();
         }
     }
-    // Verdict from the logs.
-    let logs: Vec<Vec<(u64, String, u64)>> = (0..ranks)
+}
+
+/// The verdict from the ranks' logs: every rank logged the same steps as rank 0, which
+/// logged every step once; returns (steps, lost, duplicated, reordered) TGBs.
+fn verdict(plan: &Plan, dir: &Path) -> Result<(usize, usize, usize, usize)> {
+    let steps = plan.steps();
+    let logs: Vec<Vec<(u64, String, u64)>> = (0..plan.ranks)
         .map(|r| read_log(&dir.join(format!("rank{r}.log"))))
         .collect::<Result<_>>()?;
     let reference: Vec<(u64, String, u64)> = logs[0].clone();
@@ -232,17 +300,10 @@ pub(crate) fn chaos(short: bool) -> Result<()> {
         }
         *l = *q;
     }
-    let lost = (0..producers)
+    let per = plan.per;
+    let lost = (0..plan.producers)
         .flat_map(|i| (1..=per).map(move |q| (format!("p{i}"), q)))
         .filter(|k| !seen.contains(k))
         .count();
-    println!(
-        "chaos: {kills} SIGKILLs, {failures} failed exits restarted, {server_restarts} S3 server restart(s), {gc_runs} gc runs; {} steps on {ranks} ranks: {lost} lost, {duplicated} duplicated, {reordered} reordered",
-        reference.len()
-    );
-    if lost + duplicated + reordered > 0 {
-        bail!("chaos found {lost} lost, {duplicated} duplicated, {reordered} reordered TGBs");
-    }
-    drop(srv);
-    Ok(())
+    Ok((reference.len(), lost, duplicated, reordered))
 }
