@@ -143,7 +143,6 @@ pub async fn run(base: &Stream, a: &LoadConfig, progress: &dyn Progress) -> Resu
     ));
     let f2 = fault.clone();
     let stream = Stream::from_store(base.store().map_backend(move |_| f2));
-    let (dp, cp) = a.grid();
     let stop_producing = Arc::new(AtomicBool::new(false));
     let final_total = Arc::new(AtomicU64::new(u64::MAX));
     let consumed = Arc::new(AtomicU64::new(0));
@@ -151,67 +150,22 @@ pub async fn run(base: &Stream, a: &LoadConfig, progress: &dyn Progress) -> Resu
 
     let mut producers: JoinSet<Result<ProducerStats>> = JoinSet::new();
     for i in 0..a.producers {
-        let (stream, stop, a) = (stream.clone(), stop_producing.clone(), a.clone());
-        producers.spawn(async move {
-            let id = format!("load-{i}");
-            let settings = ProducerSettings {
-                seed: Some(a.seed ^ u64::from(i)),
-                ..Default::default()
-            };
-            let mut p = stream
-                .producer(id.clone())
-                .settings(settings)
-                .open()
-                .await?;
-            let mut seq = p.committed_offset();
-            while !stop.load(Ordering::Relaxed) {
-                seq += 1;
-                p.append(
-                    dp,
-                    cp,
-                    payload::tgb_slices(&id, seq, dp, cp, a.slice_bytes),
-                    seq,
-                )
-                .await?;
-            }
-            Ok(p.close().await?)
-        });
+        producers.spawn(producer(
+            stream.clone(),
+            a.clone(),
+            i,
+            stop_producing.clone(),
+        ));
     }
     let mut ranks: JoinSet<Result<RankResult>> = JoinSet::new();
     for r in 0..a.ranks {
-        let (stream, total, consumed, a) = (
+        ranks.spawn(rank(
             stream.clone(),
+            a.clone(),
+            r,
             final_total.clone(),
             consumed.clone(),
-            a.clone(),
-        );
-        ranks.spawn(async move {
-            let mesh = MeshConfig::new(a.ranks, dp, cp, 1, 1);
-            let mut c = stream
-                .consumer(RankConfig::new(r, mesh, "load"))
-                .open()
-                .await?;
-            let mut seen = Vec::new();
-            let mut step = 0u64;
-            while step < total.load(Ordering::Relaxed) {
-                let b = match tokio::time::timeout(Duration::from_secs(2), c.next()).await {
-                    Ok(b) => b.with_context(|| format!("rank {r} step {step}"))?,
-                    Err(_) => continue, // re-check whether the end is known
-                };
-                for (src, data) in b.sources.iter().zip(&b.data) {
-                    payload::verify_read(src, a.slice_bytes, data)
-                        .map_err(|e| anyhow::anyhow!("rank {r} step {step}: {e}"))?;
-                    seen.push((src.producer_id.clone(), src.sequence));
-                }
-                step += 1;
-                consumed.fetch_add(1, Ordering::Relaxed);
-                if step.is_multiple_of(10) {
-                    let st = c.state();
-                    c.checkpoint_committed(&st).await?;
-                }
-            }
-            Ok((r, seen, c.stats()))
-        });
+        ));
     }
     let secs = a.duration.as_secs();
     let bar = progress.meter("load", secs);
@@ -242,26 +196,8 @@ pub async fn run(base: &Stream, a: &LoadConfig, progress: &dyn Progress) -> Resu
         cstats.push(st);
     }
     bar.finish();
-    let reference = logs.get(&0).cloned().unwrap_or_default();
-    let mut problems = Vec::new();
-    for (r, l) in &logs {
-        if l != &reference {
-            problems.push(format!("rank {r} saw a different sequence"));
-        }
-    }
-    let unique: BTreeSet<&(String, u64)> = reference.iter().collect();
-    let duplicated = reference.len() - unique.len();
-    let mut last: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut reordered = 0;
-    for (p, q) in &reference {
-        let l = last.entry(p.as_str()).or_insert(0);
-        if *q <= *l {
-            reordered += 1;
-        }
-        *l = *q;
-    }
-    let lost =
-        (pstats.iter().map(|s| s.last_sequence).sum::<u64>() as usize).saturating_sub(unique.len());
+    let committed = pstats.iter().map(|s| s.last_sequence).sum::<u64>();
+    let (lost, duplicated, reordered, problems) = verdict(&logs, committed);
     Ok(LoadReport {
         elapsed: t0.elapsed(),
         rank_steps: consumed.load(Ordering::Relaxed),
@@ -279,6 +215,104 @@ pub async fn run(base: &Stream, a: &LoadConfig, progress: &dyn Progress) -> Resu
         reordered,
         problems,
     })
+}
+
+/// Producer `i` (`load-{i}`): appends TGBs of the synthetic payload, one per source
+/// offset, until `stop`, then closes (which flushes).
+async fn producer(
+    stream: Stream,
+    a: LoadConfig,
+    i: u32,
+    stop: Arc<AtomicBool>,
+) -> Result<ProducerStats> {
+    let (dp, cp) = a.grid();
+    let id = format!("load-{i}");
+    let settings = ProducerSettings {
+        seed: Some(a.seed ^ u64::from(i)),
+        ..Default::default()
+    };
+    let mut p = stream
+        .producer(id.clone())
+        .settings(settings)
+        .open()
+        .await?;
+    let mut seq = p.committed_offset();
+    while !stop.load(Ordering::Relaxed) {
+        seq += 1;
+        p.append(
+            dp,
+            cp,
+            payload::tgb_slices(&id, seq, dp, cp, a.slice_bytes),
+            seq,
+        )
+        .await?;
+    }
+    Ok(p.close().await?)
+}
+
+/// Rank `r` of group `load`: reads every step until `total` (known once the producers
+/// stopped), verifies every byte, checkpoints every 10 steps; returns what it saw.
+async fn rank(
+    stream: Stream,
+    a: LoadConfig,
+    r: u32,
+    total: Arc<AtomicU64>,
+    consumed: Arc<AtomicU64>,
+) -> Result<RankResult> {
+    let (dp, cp) = a.grid();
+    let mesh = MeshConfig::new(a.ranks, dp, cp, 1, 1);
+    let mut c = stream
+        .consumer(RankConfig::new(r, mesh, "load"))
+        .open()
+        .await?;
+    let mut seen = Vec::new();
+    let mut step = 0u64;
+    while step < total.load(Ordering::Relaxed) {
+        let b = match tokio::time::timeout(Duration::from_secs(2), c.next()).await {
+            Ok(b) => b.with_context(|| format!("rank {r} step {step}"))?,
+            Err(_) => continue, // re-check whether the end is known
+        };
+        for (src, data) in b.sources.iter().zip(&b.data) {
+            payload::verify_read(src, a.slice_bytes, data)
+                .map_err(|e| anyhow::anyhow!("rank {r} step {step}: {e}"))?;
+            seen.push((src.producer_id.clone(), src.sequence));
+        }
+        step += 1;
+        consumed.fetch_add(1, Ordering::Relaxed);
+        if step.is_multiple_of(10) {
+            let st = c.state();
+            c.checkpoint_committed(&st).await?;
+        }
+    }
+    Ok((r, seen, c.stats()))
+}
+
+/// The verdict on the ranks' logs, rank 0's as the reference, given how many TGBs the
+/// producers committed: (lost, duplicated, reordered, ranks that saw another sequence).
+fn verdict(
+    logs: &BTreeMap<u32, Vec<(String, u64)>>,
+    committed: u64,
+) -> (usize, usize, usize, Vec<String>) {
+    let reference = logs.get(&0).cloned().unwrap_or_default();
+    let mut problems = Vec::new();
+    for (r, l) in logs {
+        if l != &reference {
+            problems.push(format!("rank {r} saw a different sequence"));
+        }
+    }
+    let unique: BTreeSet<&(String, u64)> = reference.iter().collect();
+    let duplicated = reference.len() - unique.len();
+    let mut last: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut reordered = 0;
+    for (p, q) in &reference {
+        let l = last.entry(p.as_str()).or_insert(0);
+        if *q <= *l {
+            reordered += 1;
+        }
+        *l = *q;
+    }
+    let lost = (committed as usize).saturating_sub(unique.len());
+    (lost, duplicated, reordered, problems)
 }
 
 #[cfg(test)]
