@@ -17,7 +17,7 @@ use batchweave::{GcSettings, MeshConfig, ProducerSettings, RankConfig, Stream};
 use tokio::task::JoinSet;
 
 use crate::payload;
-use crate::progress::Progress;
+use crate::progress::{Meter, Progress};
 
 /// The demo's shape (the defaults are `batchweave demo`'s, sized for a laptop).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -335,32 +335,8 @@ pub async fn run(dir: &Path, args: &DemoConfig, progress: &dyn Progress) -> Resu
     let t0 = Instant::now();
 
     // Background reclamation, off the critical path.
-    let gc_store = stream.clone();
     let gc_stop = Arc::new(AtomicBool::new(false));
-    let gc_flag = gc_stop.clone();
-    let gc_bar = ingest.clone();
-    let gc_task = tokio::spawn(async move {
-        let r = gc_store.reclaimer(GcSettings {
-            orphan_grace: None,
-            ..Default::default()
-        });
-        let (mut freed, mut peak) = (0u64, 0u64);
-        while !gc_flag.load(Ordering::Relaxed) {
-            if let Ok(rep) = r.run_once().await {
-                freed += rep.bytes_freed;
-                gc_bar.set_message(format!("reclaimed {:.1} MiB", freed as f64 / 1048576.0));
-            }
-            if let Ok(info) = gc_store.inspect().await {
-                peak = peak.max(info.retained_bytes);
-            }
-            gc_store
-                .store()
-                .clock()
-                .sleep(Duration::from_millis(100))
-                .await;
-        }
-        (freed, peak)
-    });
+    let gc_task = tokio::spawn(reclaim(stream.clone(), gc_stop.clone(), ingest.clone()));
 
     let mut tasks: JoinSet<Result<Option<(u32, RankLog)>>> = JoinSet::new();
     let mut prod_tasks: JoinSet<Result<ProducerOutcome>> = JoinSet::new();
@@ -378,30 +354,113 @@ pub async fn run(dir: &Path, args: &DemoConfig, progress: &dyn Progress) -> Resu
         let a = args.clone();
         tasks.spawn(async move { consume(sh, r, a).await.map(|l| Some((r, l))) });
     }
-    let progress_task = {
-        let sh = sh.clone();
-        let (ingest, read) = (ingest.clone(), read.clone());
-        let stream = stream.clone();
-        tokio::spawn(async move {
-            loop {
-                if let Ok(info) = stream.inspect().await {
-                    ingest.set_position(info.end_step);
-                }
-                read.set_position(sh.consumed.load(Ordering::Relaxed));
-                stream
-                    .store()
-                    .clock()
-                    .sleep(Duration::from_millis(100))
-                    .await;
-            }
-        })
-    };
-
-    // Producers and ranks are joined together: the first failure stops the run at
-    // once (a failed rank holds the low-water mark back, so producers bounded by
-    // `max_lag` would otherwise wait for it forever).
-    let mut failure: Option<anyhow::Error> = None;
+    let progress_task = tokio::spawn(show_progress(sh.clone(), ingest.clone(), read.clone()));
     let mut report = DemoReport::default();
+    let (failure, logs) = join_tasks(&sh, prod_tasks, tasks, &mut report).await;
+    progress_task.abort();
+    gc_stop.store(true, Ordering::Relaxed);
+    let (freed, peak) = gc_task.await.unwrap_or((0, 0));
+    report.elapsed = t0.elapsed();
+    report.freed_bytes = freed;
+    report.peak_retained_bytes = peak;
+    ingest.finish();
+    read.finish();
+    if let Some(e) = failure {
+        report.failure = Some(format!("{e:#}"));
+        return Ok(report);
+    }
+    finish(&stream, &mut report, &logs, &expected).await?;
+    Ok(report)
+}
+
+/// After a run without failures: the final GC pass, the verdict on the ranks' logs and
+/// the byte counts of the report.
+async fn finish(
+    stream: &Stream,
+    report: &mut DemoReport,
+    logs: &BTreeMap<u32, RankLog>,
+    expected: &BTreeSet<(String, u64)>,
+) -> Result<()> {
+    // Final pass: everything is committed and checkpointed; sweep orphans of
+    // the killed producer too (no upload is in flight any more).
+    let final_gc = stream
+        .reclaimer(GcSettings {
+            orphan_grace: Some(Duration::ZERO),
+            producers_stopped: true,
+            ..Default::default()
+        })
+        .run_once()
+        .await?;
+    report.freed_bytes += final_gc.bytes_freed;
+    report.problems = verify(logs, expected);
+    report.ranks_restored = logs
+        .values()
+        .filter(|l| l.restored_exactly == Some(true))
+        .count();
+    report.stored_tgb_bytes = stream
+        .store()
+        .list("tgb")
+        .await?
+        .iter()
+        .map(|o| o.size)
+        .sum();
+    report.delivered_bytes = logs.values().map(|l| l.delivered).sum();
+    report.fetched_bytes = logs.values().map(|l| l.fetched_data).sum();
+    Ok(())
+}
+
+/// The background reclaimer: a GC pass every 100 ms until `stop`, reporting what it
+/// freed on `bar`; returns the bytes freed and the peak of retained bytes it saw.
+async fn reclaim(stream: Stream, stop: Arc<AtomicBool>, bar: Arc<dyn Meter>) -> (u64, u64) {
+    let r = stream.reclaimer(GcSettings {
+        orphan_grace: None,
+        ..Default::default()
+    });
+    let (mut freed, mut peak) = (0u64, 0u64);
+    while !stop.load(Ordering::Relaxed) {
+        if let Ok(rep) = r.run_once().await {
+            freed += rep.bytes_freed;
+            bar.set_message(format!("reclaimed {:.1} MiB", freed as f64 / 1048576.0));
+        }
+        if let Ok(info) = stream.inspect().await {
+            peak = peak.max(info.retained_bytes);
+        }
+        stream
+            .store()
+            .clock()
+            .sleep(Duration::from_millis(100))
+            .await;
+    }
+    (freed, peak)
+}
+
+/// Moves the bars every 100 ms: ingest to the stream's end step, consume to the steps
+/// the ranks consumed. Runs until aborted.
+async fn show_progress(sh: Arc<Shared>, ingest: Arc<dyn Meter>, read: Arc<dyn Meter>) {
+    loop {
+        if let Ok(info) = sh.stream.inspect().await {
+            ingest.set_position(info.end_step);
+        }
+        read.set_position(sh.consumed.load(Ordering::Relaxed));
+        sh.stream
+            .store()
+            .clock()
+            .sleep(Duration::from_millis(100))
+            .await;
+    }
+}
+
+/// Joins producers and ranks together: the first failure stops the run at once (a
+/// failed rank holds the low-water mark back, so producers bounded by `max_lag` would
+/// otherwise wait for it forever). Adds the producers' outcomes to `report`; returns
+/// the first failure and the logs of the ranks that finished.
+async fn join_tasks(
+    sh: &Shared,
+    mut prod_tasks: JoinSet<Result<ProducerOutcome>>,
+    mut tasks: JoinSet<Result<Option<(u32, RankLog)>>>,
+    report: &mut DemoReport,
+) -> (Option<anyhow::Error>, BTreeMap<u32, RankLog>) {
+    let mut failure: Option<anyhow::Error> = None;
     let mut logs: BTreeMap<u32, RankLog> = BTreeMap::new();
     loop {
         let failed = tokio::select! {
@@ -436,44 +495,7 @@ pub async fn run(dir: &Path, args: &DemoConfig, progress: &dyn Progress) -> Resu
             tasks.abort_all();
         }
     }
-    progress_task.abort();
-    gc_stop.store(true, Ordering::Relaxed);
-    let (freed, peak) = gc_task.await.unwrap_or((0, 0));
-    report.elapsed = t0.elapsed();
-    report.freed_bytes = freed;
-    report.peak_retained_bytes = peak;
-    ingest.finish();
-    read.finish();
-    if let Some(e) = failure {
-        report.failure = Some(format!("{e:#}"));
-        return Ok(report);
-    }
-    // Final pass: everything is committed and checkpointed; sweep orphans of
-    // the killed producer too (no upload is in flight any more).
-    let final_gc = stream
-        .reclaimer(GcSettings {
-            orphan_grace: Some(Duration::ZERO),
-            producers_stopped: true,
-            ..Default::default()
-        })
-        .run_once()
-        .await?;
-    report.freed_bytes += final_gc.bytes_freed;
-    report.problems = verify(&logs, &expected);
-    report.ranks_restored = logs
-        .values()
-        .filter(|l| l.restored_exactly == Some(true))
-        .count();
-    report.stored_tgb_bytes = stream
-        .store()
-        .list("tgb")
-        .await?
-        .iter()
-        .map(|o| o.size)
-        .sum();
-    report.delivered_bytes = logs.values().map(|l| l.delivered).sum();
-    report.fetched_bytes = logs.values().map(|l| l.fetched_data).sum();
-    Ok(report)
+    (failure, logs)
 }
 
 /// What the ranks' logs show against the TGBs the producers were asked to write: one
