@@ -57,6 +57,18 @@ pub async fn check_basic(s: &StreamStore) -> Result<(), String> {
     );
     let head = s.head("conf/a/obj").await.map_err(se)?;
     ensure!(head.size == 10_000, "head size {}", head.size);
+    // The store's clock (read through a probe object) is not behind an object written
+    // before it: producers order claims against it at open.
+    let now = s.store_time_ms().await.map_err(se)?;
+    ensure!(
+        now >= head.last_modified_ms,
+        "store time {now} is behind an earlier write's last_modified {}",
+        head.last_modified_ms
+    );
+    ensure!(
+        s.list("_probe").await.map_err(se)?.is_empty(),
+        "the time probe was left behind"
+    );
     let r = s.get_range("conf/a/obj", 100..1100).await.map_err(se)?;
     ensure!(
         r == data.slice(100..1100),

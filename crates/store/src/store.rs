@@ -560,6 +560,19 @@ impl StreamStore {
         }
     }
 
+    /// The store's own clock, in Unix milliseconds: a probe object is written, its
+    /// `last_modified` read back, and the probe deleted. Comparable with other objects'
+    /// `last_modified` without the skew between this host and the store (at the
+    /// store's resolution, which is a second on some S3 implementations).
+    pub async fn store_time_ms(&self) -> Result<i64, StoreError> {
+        let nonce: u64 = self.rng.lock().map(|mut r| r.random()).unwrap_or(0);
+        let probe = format!("_probe/time-{nonce:016x}");
+        self.put(&probe, Bytes::from_static(b"time")).await?;
+        let info = self.head(&probe).await;
+        let _ = self.delete(&probe).await;
+        Ok(info?.last_modified_ms)
+    }
+
     /// Checks that the store honours conditional create: creates a probe key
     /// twice and expects the second to conflict. Refuses stores that ignore
     /// If-None-Match (they would let two producers commit the same version).
