@@ -106,7 +106,8 @@ impl Committer {
 
     /// Commits a version with no TGBs that records this incarnation's epoch
     /// (the claim that fences older incarnations). Retries until it lands.
-    pub(crate) async fn claim(&mut self) -> Result<(), ProducerError> {
+    /// `opened_at` is the store's time when the open began, before its first read.
+    pub(crate) async fn claim(&mut self, opened_at: i64) -> Result<(), ProducerError> {
         let mut bumps = 0;
         let mut conflicts: u32 = 0;
         loop {
@@ -124,14 +125,18 @@ impl Committer {
                     self.store.clock().sleep(wait).await;
                 }
                 // The epoch we picked is taken by another incarnation. At our own
-                // epoch: another process read the same chain and claimed first (an
-                // open at the same moment): the first claim wins and this one fails
-                // at open, loudly, rather than fencing the winner a moment later.
-                // At a higher epoch our first view was stale (on a store that keeps
-                // read-after-write, a fresh view always shows the newest epoch):
-                // claim the next one, as any restart does.
+                // epoch, written after this open began: another process read the
+                // same chain and claimed first (an open at the same moment): the
+                // first claim wins and this one fails at open, loudly, rather than
+                // fencing the winner a moment later. At a higher epoch, or at ours
+                // by an incarnation whose last commit precedes this open, our first
+                // view was stale (on a store that keeps read-after-write, a fresh view
+                // always shows the newest epoch): claim the next one, as any restart
+                // does.
                 Err(ProducerError::Fenced { theirs, .. }) if theirs.0 >= self.me.epoch => {
-                    if theirs.0 == self.me.epoch || bumps >= 8 {
+                    let concurrent =
+                        theirs.0 == self.me.epoch && self.committed_since(opened_at).await?;
+                    if concurrent || bumps >= 8 {
                         return Err(ProducerError::OpenRace {
                             producer_id: self.me.id.clone(),
                             epoch: theirs.0,
@@ -142,6 +147,28 @@ impl Committer {
                 }
                 Err(e) => return Err(e),
             }
+        }
+    }
+
+    /// Whether the incarnation the held version records for our id committed at or
+    /// after store time `t` (by the `last_modified` of its last commit's version; a
+    /// version GC deleted is older than any open in progress). Ties count as after:
+    /// a store with one-second timestamps then reports a race, never hides one.
+    async fn committed_since(&mut self, t: i64) -> Result<bool, ProducerError> {
+        let Some(v) = self
+            .follower
+            .current()
+            .producers
+            .get(&self.me.id)
+            .map(|e| e.last_commit_version)
+        else {
+            return Ok(false);
+        };
+        let store = self.store.clone();
+        match store.head(&manifest_key(v)).await {
+            Ok(info) => Ok(info.last_modified_ms >= t),
+            Err(StoreError::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
         }
     }
 

@@ -119,6 +119,9 @@ impl Producer {
         validate_producer_id(&b.id).map_err(|e| ProducerError::Invalid(e.to_string()))?;
         b.settings.validate().map_err(ProducerError::Invalid)?;
         let limits = b.settings.limits;
+        // The store's time before the first read: a claim of our epoch written before it
+        // is a predecessor's, one written after it a concurrent opener's (see `claim`).
+        let opened_at = b.store.store_time_ms().await?;
         let mut follower = Follower::new(Chain::new(b.store.clone(), limits));
         let live = follower.refresh_boundary().await?.min_live_version.max(1);
         follower.jump_from(live).await?;
@@ -151,7 +154,7 @@ impl Producer {
             shared.clone(),
             permits.clone(),
         );
-        committer.claim().await?;
+        committer.claim(opened_at).await?;
         // The claim may have moved to a newer epoch (a stale first view).
         let me = committer.me.clone();
         let grid = stream_grid(committer.follower.current());
