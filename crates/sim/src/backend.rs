@@ -718,7 +718,13 @@ impl SimBackend {
             r.meta.location = location.clone();
             return Ok(r);
         }
-        self.inner.get_opts(location, options).await
+        let mut r = self.inner.get_opts(location, options).await?;
+        // The store's virtual time of the write, as listings report it.
+        if let Some(ms) = lock(&self.state).mtimes.get(location.as_ref()).copied() {
+            r.meta.last_modified = Default::default();
+            r.meta.last_modified += Duration::from_millis(ms);
+        }
+        Ok(r)
     }
 }
 

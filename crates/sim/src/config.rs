@@ -182,13 +182,6 @@ pub struct SimConfig {
     /// default; it caught a spurious `Fenced` on open and `rebase` refusing a
     /// smaller retry after a lost reply, both fixed).
     pub strict: bool,
-    /// Restart a producer whose open fails with `ProducerError::OpenRace` (as after a
-    /// crash) instead of failing the run. On by default: it is a known bug the
-    /// simulation found (a restart whose first view is stale meets the epoch of its
-    /// old incarnation, which is still committing, and takes the old incarnation's
-    /// last commit, after the open began, for a concurrent claim; see
-    /// `crates/sim/tests/seeds.rs::known_bug_open_race_against_a_skewed_or_committing_predecessor`).
-    pub tolerate_open_race: bool,
     /// Serve stale GETs of manifest versions to the reclaimers too (producers and
     /// consumers always get them). On by default. Off, GC's view of the newest version
     /// is always fresh; on, it found a bug, fixed and kept as a regression check
@@ -250,7 +243,6 @@ impl Default for SimConfig {
             stale_listings: true,
             check_max_lag: true,
             strict: true,
-            tolerate_open_race: true,
             gc_stale_reads: true,
             gc: true,
             reclaimers: 1..=2,

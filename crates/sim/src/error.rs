@@ -52,9 +52,6 @@ pub fn replay_hint(seed: u64, cfg: &SimConfig) -> String {
     if cfg.strict {
         flags.push_str(" --strict");
     }
-    if !cfg.tolerate_open_race {
-        flags.push_str(" --open-race-fails");
-    }
     if !cfg.gc_stale_reads {
         flags.push_str(" --gc-fresh-reads");
     }
@@ -84,7 +81,6 @@ pub fn replay_hint(seed: u64, cfg: &SimConfig) -> String {
     let mut same = cfg.clone();
     same.strict = d.strict;
     same.small_buffers = d.small_buffers;
-    same.tolerate_open_race = d.tolerate_open_race;
     same.gc_stale_reads = d.gc_stale_reads;
     same.stale_listings = d.stale_listings;
     same.check_max_lag = d.check_max_lag;

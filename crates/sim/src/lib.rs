@@ -55,11 +55,9 @@
 //! The defaults turn every check on ([`SimConfig::stale_listings`],
 //! [`SimConfig::check_max_lag`], [`SimConfig::strict`],
 //! [`SimConfig::gc_stale_reads`]); the bugs these found are fixed and kept as
-//! regression seeds in `crates/sim/tests/seeds.rs`. One known bug is tolerated
-//! by default so that the simulation keeps exploring: a spurious `OpenRace`
-//! after a stale first view ([`SimConfig::tolerate_open_race`]; `--open-race-fails`
-//! turns it into a failure). [`SimConfig::small_buffers`] widens the world to
-//! buffers smaller than a count policy's batch.
+//! regression seeds in `crates/sim/tests/seeds.rs`; no known bug is tolerated.
+//! [`SimConfig::small_buffers`] widens the world to buffers smaller than a count
+//! policy's batch.
 //!
 //! Debugging a seed: `BATCHWEAVE_SIM_LOG=1` prints every event, manifest
 //! write and refused create as it happens; with the `sim` binary,

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::PlantedBug;
+use batchweave_manifest::{DecodeLimits, decode_manifest};
 use batchweave_producer::{
     FailPoint, FailPoints, PolicyKind, Producer, ProducerError, ProducerSettings, ProducerStats,
 };
@@ -153,6 +154,19 @@ impl Actor {
         self.id.clone()
     }
 
+    /// Ground truth for an `OpenRace` at `epoch`: whether a live version that records
+    /// this id at that epoch was written at or after store time `began_ms` (the store's
+    /// clock is the simulation's). Otherwise the claim it lost to came before the open,
+    /// and the open should have claimed the next epoch.
+    fn claimed_during_open(&self, epoch: u64, began_ms: u64) -> bool {
+        self.w.backend.manifest_writes().iter().any(|m| {
+            !m.ghost
+                && m.at_ms >= began_ms
+                && decode_manifest(&m.bytes, &DecodeLimits::default())
+                    .is_ok_and(|v| v.producers.get(&self.id).is_some_and(|e| e.epoch == epoch))
+        })
+    }
+
     /// A known bug the run tolerates (the producer is restarted, as after a crash).
     fn known_bug(&self, e: &ProducerError) -> bool {
         !self.w.cfg.strict && known_rebase_bug(e)
@@ -279,6 +293,7 @@ impl Actor {
             ),
         );
         let store = host_store(&self.w, &self.host, self.rng.random());
+        let open_began_ms = self.w.clock.unix_millis();
         match Producer::builder(store, self.id.clone())
             .settings(settings)
             .fail_points(fail)
@@ -286,6 +301,19 @@ impl Actor {
             .await
         {
             Ok(p) => Ok(Some(p)),
+            Err(e @ ProducerError::OpenRace { epoch, .. })
+                if self.claimed_during_open(epoch, open_began_ms) =>
+            {
+                // The rule holds: another incarnation's claim of this epoch landed
+                // after this open began (a create of a dead incarnation that took effect
+                // late is, to the store, a concurrent open). The loser stops at open, and
+                // a restart claims the next epoch.
+                self.w
+                    .event(&self.who(), format!("lost an open race, restarting: {e}"));
+                self.w.count(|t| t.producer_crashes += 1);
+                self.end_life();
+                Ok(None)
+            }
             Err(e) if e.is_fenced() && !self.w.cfg.strict => {
                 // Known bug: after a stale listing `open` builds on genesis,
                 // claims epoch 1 and is fenced by its own older entry.
@@ -293,16 +321,6 @@ impl Actor {
                     &self.who(),
                     format!("spurious fence on open (known bug): {e}"),
                 );
-                self.end_life();
-                Ok(None)
-            }
-            Err(e @ ProducerError::OpenRace { .. }) if self.w.cfg.tolerate_open_race => {
-                // Known bug: see `SimConfig::tolerate_open_race`.
-                self.w.event(
-                    &self.who(),
-                    format!("open race (known bug), restarting: {e}"),
-                );
-                self.w.count(|t| t.producer_crashes += 1);
                 self.end_life();
                 Ok(None)
             }

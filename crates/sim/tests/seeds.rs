@@ -236,7 +236,7 @@ fn planted_shared_rank_mark_is_caught() {
     caught_by(
         PlantedBug::SharedRankMark,
         &["gc-safety", "reclaim-safety"],
-        13,
+        22,
     );
 }
 
@@ -381,25 +381,18 @@ fn bug_gc_orphan_sweep_deletes_visible_tgb() {
     );
 }
 
-/// Known bug (producer, `OpenRace` by wall clock): a restart whose first view is stale
-/// meets its predecessor's epoch claim and calls it a concurrent open when the claim's
-/// `last_commit_ms`, written by the predecessor's host, is not older than this open's
-/// start by this host's clock. Seed 2370: p0's incarnation on a host 1014 ms ahead
-/// claims epoch 3 and crashes at 5.8 s; the restart at 5.9 s, on a host 1362 ms behind,
-/// has a stale first view, claims epoch 3 too, finds the claim 2.4 s "in the future" and
-/// stops with `OpenRace` although no other process is alive. (A predecessor that is
-/// still committing, a zombie, has the same effect without any skew: `last_commit_ms`
-/// is its last commit, not its claim.) Tolerated by default (`tolerate_open_race`).
+/// Regression (producer, liveness), found by seed 2370: a restart whose first view is
+/// stale meets its predecessor's claim at the epoch it picked and took it for a
+/// concurrent open: p0's incarnation claims epoch 3 and crashes at 5.8 s; the restart at
+/// 5.9 s, with a stale first view, claims epoch 3 too and stopped with `OpenRace`
+/// although no other process was alive (wall-clock and same-epoch rules both misfired
+/// here, under clock skew and against a predecessor still committing). The claim is now
+/// ordered by the store's own clock: a same-epoch claim whose incarnation's last commit
+/// precedes the open (by `last_modified`, against a probe written when the open began)
+/// is a predecessor's, and the open claims the next epoch.
 #[test]
-#[ignore = "known bug, not fixed yet"]
-fn known_bug_open_race_against_a_skewed_or_committing_predecessor() {
-    must_hold(
-        2370,
-        SimConfig {
-            tolerate_open_race: false,
-            ..SimConfig::default()
-        },
-    );
+fn a_restart_after_a_stale_first_view_fences_its_predecessor() {
+    must_hold(2370, SimConfig::default());
 }
 
 /// Regression (GC, safety), found by seed 278 with stale GETs for GC: the newest

@@ -103,7 +103,6 @@ fn parse() -> Result<Args, String> {
             "--trace" => a.trace = true,
             "--strict" => a.cfg.strict = true,
             "--small-buffers" => a.cfg.small_buffers = true,
-            "--open-race-fails" => a.cfg.tolerate_open_race = false,
             "--gc-stale-reads" => a.cfg.gc_stale_reads = true,
             "--gc-fresh-reads" => a.cfg.gc_stale_reads = false,
             "--stale-listings" => a.cfg.stale_listings = true,
@@ -126,7 +125,7 @@ fn parse() -> Result<Args, String> {
             }
             "-h" | "--help" => {
                 return Err(format!(
-                    "usage: sim [--seeds N] [--start S] [--seed S] [--trace] [--verbose] [--strict] [--open-race-fails] [--gc-stale-reads] [--gc-fresh-reads] [--small-buffers] [--stale-listings] [--check-max-lag] \
+                    "usage: sim [--seeds N] [--start S] [--seed S] [--trace] [--verbose] [--strict] [--gc-stale-reads] [--gc-fresh-reads] [--small-buffers] [--stale-listings] [--check-max-lag] \
                      [--max-commit-age-ms MS] [--orphan-grace-ms MS] [--plant {}]",
                     plant_names()
                 ));
