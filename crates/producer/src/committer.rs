@@ -18,7 +18,8 @@ use std::time::Duration;
 use batchweave_chain::Follower;
 use batchweave_dac::{AttemptOutcome, CommitPolicy, Decision};
 use batchweave_manifest::{
-    CommitStatus, Pending, TgbDescriptor, commit_status, manifest_key, rebase, try_encode_manifest,
+    CommitStatus, Manifest, Pending, TgbDescriptor, commit_status, manifest_key, rebase,
+    try_encode_manifest,
 };
 use batchweave_store::{StoreError, StreamStore};
 use rand::rngs::StdRng;
@@ -58,6 +59,21 @@ pub(crate) struct Committer {
     pub(crate) rng: StdRng,
     pub(crate) shared: Arc<Shared>,
     pub(crate) permits: Arc<Semaphore>,
+}
+
+/// A candidate version ready to be created: it commits the first `n` pending TGBs (the
+/// last of them, or the entry's, has sequence `last_seq`).
+struct Proposal {
+    candidate: Manifest,
+    n: usize,
+    last_seq: u64,
+}
+
+/// What [`Committer::prepare`] found.
+enum Prepared {
+    Send(Proposal),
+    /// Nothing to send: the attempt's outcome as it stands.
+    Done(Attempt),
 }
 
 /// Result of one attempt.
@@ -211,10 +227,41 @@ impl Committer {
         }
     }
 
-    /// One commit attempt of up to `want` pending TGBs (0: an epoch claim).
+    /// One commit attempt of up to `want` pending TGBs (0: an epoch claim): prepare a
+    /// candidate on the refreshed base, create it, resolve what the create's outcome
+    /// means, and tell the policy.
     async fn attempt(&mut self, want: usize) -> Result<Attempt, ProducerError> {
         let clock = self.store.clock().clone();
         let t0 = clock.now();
+        let proposal = match self.prepare(want).await? {
+            Prepared::Send(p) => p,
+            Prepared::Done(a) => return Ok(a),
+        };
+        let v = proposal.candidate.version;
+        let span =
+            tracing::debug_span!("commit", producer = %self.me.id, version = v, tgbs = proposal.n);
+        let bytes = try_encode_manifest(&proposal.candidate, &self.settings.limits)?;
+        self.crash_if(FailPoint::BeforeCreate)?;
+        let created = self
+            .store
+            .create(&manifest_key(v), bytes)
+            .instrument(span.clone())
+            .await;
+        self.crash_if(FailPoint::AfterCreate)?;
+        // The fragile window: from reading the current version to the end of the create.
+        let tau = clock.now().saturating_duration_since(t0);
+        self.shared.stats_mut(|s| {
+            s.attempts += 1;
+            s.commit_time += tau;
+        });
+        let outcome = self.resolve(created, proposal, &span).await?;
+        self.learn(&outcome, tau);
+        Ok(outcome)
+    }
+
+    /// The candidate version of an attempt of up to `want` pending TGBs, built on the
+    /// refreshed base, or the attempt's outcome when there is nothing to send.
+    async fn prepare(&mut self, want: usize) -> Result<Prepared, ProducerError> {
         // TryCommit starts from the current version (paper 5.2): the fragile
         // window is this probe plus the create, not the whole commit gap.
         self.refresh().await?;
@@ -222,13 +269,14 @@ impl Committer {
         // The allowance is computed on the refreshed base (it may be longer).
         let n = self.lag_allowance(want.min(self.pending.len()));
         if want > 0 && self.pending.is_empty() {
-            return Ok(Attempt::Committed);
+            return Ok(Prepared::Done(Attempt::Committed));
         }
         if want > 0 && n == 0 {
-            return Ok(Attempt::Lagged);
+            return Ok(Prepared::Done(Attempt::Lagged));
         }
         // Ages by wall-clock time, which keeps running while the host is suspended
         // (a monotonic clock stops, and GC may sweep the upload meanwhile).
+        let clock = self.store.clock().clone();
         let now_ms = clock.unix_millis();
         for (d, uploaded_ms) in self.pending.iter().take(n) {
             let age = Duration::from_millis(now_ms.saturating_sub(*uploaded_ms));
@@ -245,23 +293,11 @@ impl Committer {
             .take(n)
             .map(|(d, _)| d.clone())
             .collect();
-        let last_seq = match tgbs.last() {
-            Some(d) => d.sequence,
-            None => self
-                .follower
-                .current()
-                .producers
-                .get(&self.me.id)
-                .map_or(0, |e| e.last_sequence),
-        };
-        let source_offset = match tgbs.last() {
-            Some(d) => d.source_offset,
-            None => self
-                .follower
-                .current()
-                .producers
-                .get(&self.me.id)
-                .map_or(0, |e| e.source_offset),
+        // An epoch claim (no TGBs) keeps the entry's sequence and offset.
+        let entry = self.follower.current().producers.get(&self.me.id);
+        let (last_seq, source_offset) = match tgbs.last() {
+            Some(d) => (d.sequence, d.source_offset),
+            None => entry.map_or((0, 0), |e| (e.last_sequence, e.source_offset)),
         };
         let pending = Pending {
             producer_id: self.me.id.clone(),
@@ -283,39 +319,42 @@ impl Committer {
             e.max_commit_age_ms =
                 u64::try_from(self.settings.max_commit_age.as_millis()).unwrap_or(u64::MAX);
         }
-        let v = candidate.version;
-        let span = tracing::debug_span!("commit", producer = %self.me.id, version = v, tgbs = n);
-        let bytes = try_encode_manifest(&candidate, &self.settings.limits)?;
-        self.crash_if(FailPoint::BeforeCreate)?;
-        let created = self
-            .store
-            .create(&manifest_key(v), bytes)
-            .instrument(span.clone())
-            .await;
-        self.crash_if(FailPoint::AfterCreate)?;
-        let create_time = clock.now().saturating_duration_since(t0);
-        // The fragile window: from reading the current version to the end of the create.
-        let tau = create_time;
-        self.shared.stats_mut(|s| {
-            s.attempts += 1;
-            s.commit_time += create_time;
-        });
+        Ok(Prepared::Send(Proposal {
+            candidate,
+            n,
+            last_seq,
+        }))
+    }
 
-        let outcome = match created {
+    /// What the create of `proposal` means: committed, or (a conflict, an unknown
+    /// outcome, a create below the GC boundary) whatever the chain says after a resync.
+    async fn resolve(
+        &mut self,
+        created: Result<(), StoreError>,
+        proposal: Proposal,
+        span: &tracing::Span,
+    ) -> Result<Attempt, ProducerError> {
+        let Proposal {
+            candidate,
+            n,
+            last_seq,
+        } = proposal;
+        let v = candidate.version;
+        match created {
             Ok(()) => {
                 self.follower.refresh_boundary().await?;
-                if v < self.follower.boundary().min_live_version {
+                let min_live = self.follower.boundary().min_live_version;
+                if v < min_live {
                     // Ghost commit: GC had deleted this version number; the
                     // object we created is in no live chain. Not committed.
-                    tracing::warn!(parent: &span, version = v, min_live = self.follower.boundary().min_live_version, "ghost commit detected, treating as conflict");
+                    tracing::warn!(parent: span, version = v, min_live, "ghost commit detected, treating as conflict");
                     self.shared.stats_mut(|s| s.ghost_commits_prevented += 1);
-                    self.resync(self.follower.boundary().min_live_version)
-                        .await?;
-                    self.classify_after_conflict(last_seq, n, false)?
+                    self.resync(min_live).await?;
+                    self.classify_after_conflict(last_seq, n, false)
                 } else {
                     self.follower.adopt(candidate)?;
                     self.finish_commit(n);
-                    Attempt::Committed
+                    Ok(Attempt::Committed)
                 }
             }
             Err(e @ (StoreError::Conflict { .. } | StoreError::Ambiguous { .. })) => {
@@ -327,17 +366,20 @@ impl Committer {
                         s.conflicts += 1
                     }
                 });
-                tracing::debug!(parent: &span, error = %e, "create did not succeed plainly; resolving");
+                tracing::debug!(parent: span, error = %e, "create did not succeed plainly; resolving");
                 self.resync(v).await?;
-                self.classify_after_conflict(last_seq, n, true)?
+                self.classify_after_conflict(last_seq, n, true)
             }
-            Err(e) => return Err(e.into()),
-        };
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Tells the commit policy how an attempt with fragile window `tau` went.
+    fn learn(&mut self, outcome: &Attempt, tau: Duration) {
         let producers = self.follower.current().producers.len();
-        let success = matches!(outcome, Attempt::Committed);
         self.policy.on_attempt(
             &AttemptOutcome {
-                success,
+                success: matches!(outcome, Attempt::Committed),
                 fragile_window: tau,
                 producers,
             },
@@ -348,7 +390,6 @@ impl Committer {
             s.tau = self.policy.tau_estimate();
             s.producers_seen = producers;
         });
-        Ok(outcome)
     }
 
     /// After a failed or ghost create: is our batch in the chain anyway?
