@@ -3,8 +3,9 @@
 For 1 MB and 10 MB slices and 8 ranks (DP=8): produce with the Python SDK and with the
 Rust facade (`cargo run --release -p batchweave-python --example throughput`), then
 consume every step with 8 Python ranks (threads: reads release the GIL) and with 8 Rust
-ranks, and print each ratio. Also counts copies on the Python read path: the buffers
-handed out point into the bytes the consumer read (numpy views share that memory).
+ranks, and print each ratio. The Python producer runs twice, with `bytes` slices and with
+writable numpy arrays (both read in place). Also counts copies on the Python read path: the
+buffers handed out point into the bytes the consumer read (numpy views share that memory).
 
     python examples/python/bench_throughput.py [--rust target/python/release/examples/throughput]
 """
@@ -18,7 +19,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Any, Dict, List
 
 import numpy as np
 
@@ -27,11 +28,15 @@ import batchweave as bw
 RANKS = 8
 
 
-def py_produce(url: str, slice_bytes: int, steps: int) -> float:
+def py_produce(url: str, slice_bytes: int, steps: int, kind: str = "bytes") -> float:
+    """Produce `steps` batches of `bytes` slices, or of writable numpy arrays (`kind="numpy"`:
+    also read in place, through the buffer protocol)."""
     stream = bw.Stream.open(url)
-    data = [bytes([r]) * slice_bytes for r in range(RANKS)]
+    data: List[Any] = [bytes([r]) * slice_bytes for r in range(RANKS)]
+    if kind == "numpy":
+        data = [np.full(slice_bytes, r, dtype=np.uint8) for r in range(RANKS)]
     t0 = time.perf_counter()
-    with stream.producer("bench-py") as p:
+    with stream.producer(f"bench-py-{kind}") as p:
         for q in range(1, steps + 1):
             p.append(data, dp=RANKS, cp=1, source_offset=q)
     return time.perf_counter() - t0
@@ -92,12 +97,14 @@ def main() -> None:
         for rep in range(args.repeat):
             with tempfile.TemporaryDirectory() as d:
                 py_url, rs_url = str(Path(d) / "py"), str(Path(d) / "rs")
+                np_url = str(Path(d) / "np")
                 runs: Dict[str, float] = {}
                 # Alternate which side goes first (page cache and writeback favour neither).
                 order = ["py", "rust"] if rep % 2 == 0 else ["rust", "py"]
                 for side in order:
                     if side == "py":
                         runs["py_produce"] = py_produce(py_url, size, steps)
+                        runs["py_produce_numpy"] = py_produce(np_url, size, steps, "numpy")
                     else:
                         runs["rust_produce"] = rust(
                             args.rust, "produce", rs_url, str(size), str(steps), str(RANKS)
@@ -116,6 +123,7 @@ def main() -> None:
             **{f"{k}_MBps": round(v, 1) for k, v in mbps.items()},
             "consume_ratio": round(mbps["py_consume"] / mbps["rust_consume"], 3),
             "produce_ratio": round(mbps["py_produce"] / mbps["rust_produce"], 3),
+            "produce_numpy_ratio": round(mbps["py_produce_numpy"] / mbps["rust_produce"], 3),
             "zero_copy": float(zc),
         }
         results.append(row)

@@ -23,13 +23,15 @@ fn num(i: usize) -> u64 {
 #[tokio::main]
 async fn main() -> Result<(), batchweave::Error> {
     let stream = Stream::open(&arg(2)).await?;
-    let t0 = Instant::now();
+    let mut t0 = Instant::now();
     let bytes = match arg(1).as_str() {
         "produce" => {
             let (slice, steps, ranks) = (num(3) as usize, num(4), num(5) as u32);
             let data: Vec<Bytes> = (0..ranks)
                 .map(|r| Bytes::from(vec![r as u8; slice]))
                 .collect();
+            // The clock starts after the slices exist, as in the Python script.
+            t0 = Instant::now();
             let mut p = stream.producer("bench-rust").open().await?;
             for q in 1..=steps {
                 p.append(ranks, 1, data.clone(), q).await?;

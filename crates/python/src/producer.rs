@@ -11,7 +11,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyMemoryView, PyString};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
-use crate::buffer::Buffer;
+use crate::buffer::{Buffer, exported_bytes};
 use crate::convert;
 use crate::errors::{invalid, py_err};
 use crate::runtime::{Owner, block_on};
@@ -65,12 +65,17 @@ impl Producer {
     }
 }
 
-/// The bytes of one slice: ours and `bytes` without a copy, other buffers copied.
+/// The bytes of one slice, without a copy when possible: ours (`Buffer`) and `bytes` by
+/// reference, any other C-contiguous buffer (bytearray, numpy array, memoryview,
+/// array.array) through its held buffer export (see `buffer::exported_bytes`: sound
+/// because `append` reads the bytes only while it runs, and the caller must not mutate them
+/// meanwhile). A non-contiguous buffer (a strided numpy view) is copied once.
 fn slice_bytes(i: usize, obj: &Bound<'_, PyAny>) -> PyResult<Bytes> {
     if let Ok(b) = obj.cast::<Buffer>() {
         return Ok(b.get().bytes.clone());
     }
-    if obj.is_instance_of::<PyBytes>() || obj.is_instance_of::<PyByteArray>() {
+    if obj.is_instance_of::<PyBytes>() {
+        // Holds a reference to the (immutable) bytes object and points into it.
         let backed: PyBackedBytes = obj.extract()?;
         return Ok(Bytes::from_owner(backed));
     }
@@ -79,22 +84,30 @@ fn slice_bytes(i: usize, obj: &Bound<'_, PyAny>) -> PyResult<Bytes> {
             "slice {i} is a str; encode it (s.encode()) or pass a bytes-like object"
         )));
     }
-    // Any other object with the buffer protocol (memoryview, numpy array, array.array):
-    // one copy into an immutable bytes object.
-    let view = PyMemoryView::from(obj).map_err(|_| {
-        let name = obj
-            .get_type()
-            .name()
-            .map(|n| n.to_string())
-            .unwrap_or_else(|_| "?".into());
-        PyTypeError::new_err(format!(
-            "slice {i} is a {name}, not a bytes-like object (bytes, bytearray, memoryview, a \
-             numpy array or a batchweave.Buffer)"
-        ))
-    })?;
-    let copy = obj.py().get_type::<PyBytes>().call1((view,))?;
-    let backed: PyBackedBytes = copy.extract()?;
-    Ok(Bytes::from_owner(backed))
+    let py = obj.py();
+    match exported_bytes(obj) {
+        Ok(Some(bytes)) => Ok(bytes),
+        Ok(None) => {
+            // Not C-contiguous: one copy, in C order, into an immutable bytes object.
+            let copy = py
+                .get_type::<PyBytes>()
+                .call1((PyMemoryView::from(obj)?,))?;
+            let backed: PyBackedBytes = copy.extract()?;
+            Ok(Bytes::from_owner(backed))
+        }
+        Err(e) if e.is_instance_of::<PyTypeError>(py) => {
+            let name = obj
+                .get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_else(|_| "?".into());
+            Err(PyTypeError::new_err(format!(
+                "slice {i} is a {name}, not a bytes-like object (bytes, bytearray, memoryview, \
+                 a numpy array or a batchweave.Buffer)"
+            )))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 fn stats_json(s: &ProducerStats) -> Value {
@@ -174,6 +187,11 @@ impl Producer {
     /// this batch. Returns once the object is durable (visible after the next commit)
     /// with a dict `{"sequence", "key", "object_size"}`. Bad input raises and leaves
     /// the producer usable.
+    ///
+    /// The slices are read in place, not copied (a non-contiguous buffer excepted), with
+    /// the GIL released: do not mutate a buffer (from another thread) while `append` runs
+    /// on it. Once it returns, the bytes have been read and uploaded and the buffers are
+    /// free to reuse.
     #[pyo3(signature = (slices, *, dp, cp, source_offset))]
     fn append<'py>(
         &self,
@@ -211,6 +229,9 @@ impl Producer {
                 items.len()
             )));
         }
+        // The last clone of each slice is dropped here, with the GIL held: releasing a
+        // buffer export then costs no GIL round trip.
+        let keep = items.clone();
         let inner = self.inner.clone();
         let out = block_on(py, async move {
             let mut guard = inner.lock().await;
@@ -218,7 +239,9 @@ impl Producer {
                 Some(p) => Some(p.append(dp, cp, items, source_offset).await),
                 None => None,
             }
-        })?;
+        });
+        drop(keep);
+        let out = out?;
         let receipt = out.ok_or_else(|| self.closed_err())?.map_err(py_err)?;
         let v = json!({
             "sequence": receipt.sequence,

@@ -50,6 +50,38 @@ def test_producer_properties_and_stats(local: Target) -> None:
     again.close()
 
 
+def test_append_reads_buffers_in_place_and_lets_go(target: Target) -> None:
+    """Every kind of bytes-like slice arrives intact; once `append` returned, the buffers
+    are the caller's again (the exports are released: a bytearray can resize, numpy
+    memory can be overwritten) without changing what was written."""
+    import array
+
+    ba = bytearray(b"bytearray-slice")
+    u8 = np.arange(200, dtype=np.uint8)
+    i32 = np.arange(50, dtype=np.int32).reshape(5, 10)  # 2-D, itemsize 4
+    strided = np.arange(100, dtype=np.uint8)[::3]  # not contiguous: copied
+    ro = np.arange(7, dtype=np.uint16)
+    ro.flags.writeable = False
+    mv = memoryview(bytearray(b"memoryview of a bytearray"))
+    arr = array.array("d", [1.5, 2.5])
+    slices: List[Any] = [ba, u8, i32, strided, ro, mv, arr, b"plain bytes"]
+    expected = [bytes(memoryview(s).tobytes()) for s in slices]
+    stream = target.open()
+    with stream.producer("buf") as p:
+        p.append(slices, dp=len(slices), cp=1, source_offset=1)
+        ba.extend(b"-grown")  # raises BufferError if an export were still held
+        ba[0:1] = b"X"
+        u8[:] = 0
+        i32[:] = -1
+        mv[0:1] = b"X"
+        mv.release()
+        arr[0] = 9.0
+    for rank, want in enumerate(expected):
+        c = stream.consumer(group="g", dp=len(slices), cp=1, rank=rank, world_size=len(slices))
+        assert bytes(c.next(timeout=10).data[0]) == want, rank
+        c.close()
+
+
 def test_policies_by_cli_name(local: Target) -> None:
     stream = local.open()
     for i, policy in enumerate(["dac", "naive", "fixed:3", "incr", "aimd"]):

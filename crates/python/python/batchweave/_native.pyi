@@ -56,7 +56,15 @@ class Producer:
         dp: int,
         cp: int,
         source_offset: int,
-    ) -> Dict[str, Any]: ...
+    ) -> Dict[str, Any]:
+        """Uploads one global batch of `dp * cp` slices, slice `(d, c)` at index
+        `d * cp + c`; returns `{"sequence", "key", "object_size"}` once it is durable.
+
+        The slices are read in place, not copied (`bytes`, `Buffer` and any C-contiguous
+        buffer: bytearray, numpy array, memoryview; a non-contiguous one is copied once),
+        with the GIL released: do not mutate a buffer while `append` is running on it.
+        When it returns the bytes are uploaded and the buffers are free to reuse.
+        """
     def flush(self) -> None: ...
     def close(self) -> None: ...
     def __enter__(self) -> "Producer": ...
