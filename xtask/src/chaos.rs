@@ -213,12 +213,10 @@ fn run_to_the_end(
     let mut last_kill = Instant::now();
     loop {
         std::thread::sleep(Duration::from_millis(100));
-        let mut all_done = true;
         for p in procs.iter_mut() {
             if p.done {
                 continue;
             }
-            all_done = false;
             if let Some(c) = p.child.as_mut()
                 && let Some(status) = c.try_wait()?
             {
@@ -231,7 +229,8 @@ fn run_to_the_end(
                 start(bin, env, p, dir)?;
             }
         }
-        if all_done {
+        // Counted after the loop: the last process may have finished in it.
+        if procs.iter().all(|p| p.done) {
             return Ok(m);
         }
         ensure!(
