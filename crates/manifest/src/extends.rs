@@ -3,7 +3,7 @@
 //! checks one version; [`check_extends`] checks that two versions belong to
 //! one chain built by the rebase rule.
 
-use crate::error::ManifestError;
+use crate::error::{ManifestError, clip};
 use crate::pb::{Manifest, ProducerState, TgbDescriptor};
 use crate::rules;
 use crate::validate::{rule, stream_grid};
@@ -265,64 +265,38 @@ fn check_new_tgbs(prev: &Manifest, next: &Manifest) -> Result<(), ManifestError>
 }
 
 /// `single-commit`, for `next.version == prev.version + 1`.
+///
+/// A plain version (no `committer`) changes exactly one entry, the committer's. A
+/// cooperative version names its committer, whose entry changes as in a plain commit;
+/// every other entry it changes keeps its epoch, incarnation and `max_commit_age_ms`
+/// and gains at least one TGB. In both, every changed entry records the version, grows
+/// by exactly its new TGBs, and every new TGB is visible at the version and of its
+/// entry's epoch.
 fn check_single_commit(prev: &Manifest, next: &Manifest) -> Result<(), ManifestError> {
     let nv = next.version;
+    let cooperative = !next.committer.is_empty();
     let mut changed = next
         .producers
         .iter()
         .filter(|(id, b)| prev.producers.get(*id) != Some(*b));
-    let Some((id, b)) = changed.next() else {
+    let Some((first, _)) = changed.clone().next() else {
         return Err(rule(
             rules::SINGLE_COMMIT,
             format!("no producer entry changed at version {nv} (a commit updates its committer's)"),
         ));
     };
-    if let Some((other, _)) = changed.next() {
+    if !cooperative && let Some((other, _)) = changed.clone().nth(1) {
         return Err(rule(
             rules::SINGLE_COMMIT,
             format!(
-                "the entries of producers {id} and {other} both changed at version {nv} \
+                "the entries of producers {first} and {other} both changed at version {nv} \
                  (one commit changes one entry)"
             ),
         ));
     }
-    if b.last_commit_version != nv {
-        return Err(rule(
-            rules::SINGLE_COMMIT,
-            format!(
-                "producer {id}: its entry changed at version {nv} but its last_commit_version \
-                 is {}",
-                b.last_commit_version
-            ),
-        ));
-    }
-    let a = prev.producers.get(id).cloned().unwrap_or_default();
-    let appended = next.total_tgbs.saturating_sub(prev.total_tgbs);
-    for (field, old, new) in [
-        ("last_sequence", a.last_sequence, b.last_sequence),
-        ("tgbs_committed", a.tgbs_committed, b.tgbs_committed),
-    ] {
-        if new.checked_sub(old) != Some(appended) {
-            return Err(rule(
-                rules::SINGLE_COMMIT,
-                format!(
-                    "producer {id} committed version {nv}, which appends {appended} TGBs, but \
-                     its {field} went from {old} to {new}"
-                ),
-            ));
-        }
-    }
+    // New TGBs per producer.
+    let mut added: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
     for (step, d) in new_tgbs(prev, next) {
-        if d.producer_id != *id {
-            return Err(rule(
-                rules::SINGLE_COMMIT,
-                format!(
-                    "step {step} was appended at version {nv}, which producer {id} committed, \
-                     but it is a TGB of producer {}",
-                    d.producer_id
-                ),
-            ));
-        }
         if d.visible_version != nv {
             return Err(rule(
                 rules::SINGLE_COMMIT,
@@ -332,6 +306,81 @@ fn check_single_commit(prev: &Manifest, next: &Manifest) -> Result<(), ManifestE
                 ),
             ));
         }
+        let Some(b) = next.producers.get(&d.producer_id) else {
+            continue; // `producer-entry` reports it
+        };
+        if d.epoch != b.epoch {
+            return Err(rule(
+                rules::SINGLE_COMMIT,
+                format!(
+                    "step {step} was appended at version {nv} with epoch {} of producer {}, \
+                     whose entry holds epoch {} (a TGB is published only under its \
+                     producer's current epoch)",
+                    d.epoch, d.producer_id, b.epoch
+                ),
+            ));
+        }
+        *added.entry(d.producer_id.as_str()).or_default() += 1;
+    }
+    let mut grown = 0u64;
+    for (id, b) in changed.by_ref() {
+        if b.last_commit_version != nv {
+            return Err(rule(
+                rules::SINGLE_COMMIT,
+                format!(
+                    "producer {id}: its entry changed at version {nv} but its \
+                     last_commit_version is {}",
+                    b.last_commit_version
+                ),
+            ));
+        }
+        let a = prev.producers.get(id).cloned().unwrap_or_default();
+        let mine = added.remove(id.as_str()).unwrap_or(0);
+        grown = grown.saturating_add(mine);
+        if cooperative && *id != next.committer {
+            let same = prev.producers.get(id).is_some_and(|a| {
+                (a.epoch, a.incarnation, a.max_commit_age_ms)
+                    == (b.epoch, b.incarnation, b.max_commit_age_ms)
+            });
+            if !same || mine == 0 {
+                return Err(rule(
+                    rules::SINGLE_COMMIT,
+                    format!(
+                        "producer {id}: version {nv}, which producer {} committed, changed \
+                         its entry other than by publishing its next TGBs (only the \
+                         committer's own entry may change its epoch, incarnation or limit)",
+                        clip(&next.committer)
+                    ),
+                ));
+            }
+        }
+        for (field, old, new) in [
+            ("last_sequence", a.last_sequence, b.last_sequence),
+            ("tgbs_committed", a.tgbs_committed, b.tgbs_committed),
+        ] {
+            if new.checked_sub(old) != Some(mine) {
+                return Err(rule(
+                    rules::SINGLE_COMMIT,
+                    format!(
+                        "producer {id}: version {nv} appends {mine} of its TGBs, but its \
+                         {field} went from {old} to {new}"
+                    ),
+                ));
+            }
+        }
+    }
+    if let Some((id, _)) = added.into_iter().next() {
+        return Err(rule(
+            rules::SINGLE_COMMIT,
+            format!("version {nv} appends TGBs of producer {id}, whose entry it did not advance"),
+        ));
+    }
+    let appended = next.total_tgbs.saturating_sub(prev.total_tgbs);
+    if grown != appended {
+        return Err(rule(
+            rules::SINGLE_COMMIT,
+            format!("version {nv} appends {appended} TGBs but its entries grew by {grown}"),
+        ));
     }
     Ok(())
 }

@@ -4,12 +4,15 @@
 //!
 //! ```text
 //! manifests/<version:020>.manifest        one per manifest version (conditional create)
-//! tgb/<producer>/<epoch:010>-<seq:020>.tgb immutable TGB objects
+//! tgb/<producer>/<epoch:010>-<seq:020>.tgb immutable TGB objects (key form 1)
+//! tgb/<producer>/<epoch:010>-<seq:020>.<dp>x<cp>.<payload>.<crc:08x>.<offset>.tgb
+//!                                         the same, self-describing (form 2)
 //! watermarks/<group>/<position>.wm        one per consumer position
 //! gc/boundary                             the GC boundary object
 //! ```
 
 use crate::error::{ManifestError, clip};
+use crate::pb::TgbDescriptor;
 
 /// Folder of the manifest versions, relative to the stream prefix.
 pub const MANIFEST_DIR: &str = "manifests/";
@@ -61,15 +64,18 @@ pub fn tgb_key(producer_id: &str, epoch: u64, sequence: u64) -> String {
     format!("{TGB_DIR}{producer_id}/{epoch:010}-{sequence:020}{TGB_SUFFIX}")
 }
 
-/// The exact inverse of [`tgb_key`]: `Some((producer_id, epoch, sequence))`
-/// for a key it produces from a valid producer id, `None` for anything else
+/// The exact inverse of [`tgb_key`] and [`described_tgb_key`]: `Some((producer_id,
+/// epoch, sequence))` for a key either produces from a valid producer id, `None` for
+/// anything else
 /// (other paddings or suffixes, signs, numbers above `u64::MAX`, invalid ids).
 ///
 /// Allocates nothing; [`validate`](crate::validate) uses it to check that
 /// every descriptor's key names its own producer, epoch and sequence.
 pub fn parse_tgb_key(key: &str) -> Option<(&str, u64, u64)> {
-    let rest = key.strip_prefix(TGB_DIR)?.strip_suffix(TGB_SUFFIX)?;
-    let (id, name) = rest.split_once('/')?;
+    let (id, name, tail) = split_tgb_key(key)?;
+    if tail.is_some() {
+        return parse_described_tgb_key(key).map(|k| (k.producer_id, k.epoch, k.sequence));
+    }
     validate_producer_id(id).ok()?;
     let (epoch, sequence) = name.split_once('-')?;
     Some((
@@ -79,18 +85,151 @@ pub fn parse_tgb_key(key: &str) -> Option<(&str, u64, u64)> {
     ))
 }
 
-/// Whether `key` is exactly `tgb_key(producer_id, epoch, sequence)`, for a
-/// `producer_id` already known to be valid: [`parse_tgb_key`] without
-/// re-checking the id, for the per-descriptor check of every manifest read.
-pub(crate) fn is_tgb_key_of(key: &str, producer_id: &str, epoch: u64, sequence: u64) -> bool {
-    key.strip_prefix(TGB_DIR)
-        .and_then(|rest| rest.strip_prefix(producer_id))
+/// Key of a self-describing TGB object (key form 2), the form producers write:
+///
+/// ```text
+/// tgb/<producer>/<epoch:010>-<seq:020>.<dp>x<cp>.<payload_bytes>.<footer_crc32:08x>.<source_offset>.tgb
+/// ```
+///
+/// Numbers are decimal without leading zeros, the CRC eight lowercase hex digits. With
+/// the object size from a listing, the key says everything a descriptor records
+/// ([`descriptor_from_key`](crate::descriptor_from_key)): the footer starts where the
+/// payload ends and is `20 + 20 * dp * cp` bytes long (`docs/format-tgb.md`). So a
+/// committer can publish another producer's upload from one listing of `tgb/`, with no
+/// read of the object (cooperative commits, `docs/protocol.md`). The prefix up to the
+/// sequence is [`tgb_key`]'s, so listings sort both forms by producer, epoch, sequence.
+pub fn described_tgb_key(d: &TgbDescriptor) -> String {
+    format!(
+        "{TGB_DIR}{}/{:010}-{:020}.{}x{}.{}.{:08x}.{}{TGB_SUFFIX}",
+        d.producer_id,
+        d.epoch,
+        d.sequence,
+        d.dp,
+        d.cp,
+        d.payload_bytes,
+        d.footer_crc32,
+        d.source_offset
+    )
+}
+
+/// What a key of form 2 ([`described_tgb_key`]) says about its object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyDescription<'a> {
+    /// The producer id.
+    pub producer_id: &'a str,
+    /// The writer's epoch.
+    pub epoch: u64,
+    /// The producer's sequence number of the TGB.
+    pub sequence: u64,
+    /// The slice grid.
+    pub dp: u32,
+    /// The slice grid.
+    pub cp: u32,
+    /// Payload bytes (also the footer's offset).
+    pub payload_bytes: u64,
+    /// CRC32 of the footer bytes.
+    pub footer_crc32: u32,
+    /// The producer's source offset after this TGB.
+    pub source_offset: u64,
+}
+
+/// The exact inverse of [`described_tgb_key`]: `Some` for a key it produces from a
+/// valid producer id, `None` for anything else (form 1 keys included).
+pub fn parse_described_tgb_key(key: &str) -> Option<KeyDescription<'_>> {
+    let (id, head, tail) = split_tgb_key(key)?;
+    validate_producer_id(id).ok()?;
+    let (epoch, sequence) = head.split_once('-')?;
+    let mut f = tail?.split('.');
+    let (grid, payload, crc, offset) = (f.next()?, f.next()?, f.next()?, f.next()?);
+    if f.next().is_some() {
+        return None;
+    }
+    let (dp, cp) = grid.split_once('x')?;
+    Some(KeyDescription {
+        producer_id: id,
+        epoch: padded(epoch, EPOCH_DIGITS)?,
+        sequence: padded(sequence, SEQUENCE_DIGITS)?,
+        dp: u32::try_from(decimal(dp)?).ok()?,
+        cp: u32::try_from(decimal(cp)?).ok()?,
+        payload_bytes: decimal(payload)?,
+        footer_crc32: hex8(crc)?,
+        source_offset: decimal(offset)?,
+    })
+}
+
+/// `(producer id, "<epoch>-<seq>", the fields after it)` of a key under `tgb/` ending in
+/// `.tgb`, unchecked.
+fn split_tgb_key(key: &str) -> Option<(&str, &str, Option<&str>)> {
+    let rest = key.strip_prefix(TGB_DIR)?.strip_suffix(TGB_SUFFIX)?;
+    let (id, name) = rest.split_once('/')?;
+    Some(match name.split_once('.') {
+        Some((head, tail)) => (id, head, Some(tail)),
+        None => (id, name, None),
+    })
+}
+
+/// Parses `digits` if it is exactly how `{n}` prints a `u64`.
+fn decimal(digits: &str) -> Option<u64> {
+    if digits.is_empty()
+        || !digits.bytes().all(|b| b.is_ascii_digit())
+        || (digits.len() > 1 && digits.starts_with('0'))
+    {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Parses exactly eight lowercase hex digits.
+fn hex8(digits: &str) -> Option<u32> {
+    if digits.len() != 8
+        || !digits
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    {
+        return None;
+    }
+    u32::from_str_radix(digits, 16).ok()
+}
+
+/// Whether `d.key` is the key of the object `d` describes, for a descriptor whose
+/// `producer_id` is already known to be valid: either `tgb_key(producer_id, epoch,
+/// sequence)` (form 1) or exactly [`described_tgb_key`]`(d)` (form 2, whose fields must
+/// all agree with the descriptor's). Allocates nothing; the per-descriptor check of
+/// every manifest read.
+pub(crate) fn is_key_of(d: &TgbDescriptor) -> bool {
+    let Some(name) = d
+        .key
+        .strip_prefix(TGB_DIR)
+        .and_then(|rest| rest.strip_prefix(d.producer_id.as_str()))
         .and_then(|rest| rest.strip_prefix('/'))
         .and_then(|rest| rest.strip_suffix(TGB_SUFFIX))
-        .and_then(|name| name.split_once('-'))
-        .is_some_and(|(e, s)| {
-            padded(e, EPOCH_DIGITS) == Some(epoch) && padded(s, SEQUENCE_DIGITS) == Some(sequence)
-        })
+    else {
+        return false;
+    };
+    let (head, tail) = match name.split_once('.') {
+        Some((head, tail)) => (head, Some(tail)),
+        None => (name, None),
+    };
+    let Some((e, s)) = head.split_once('-') else {
+        return false;
+    };
+    if padded(e, EPOCH_DIGITS) != Some(d.epoch) || padded(s, SEQUENCE_DIGITS) != Some(d.sequence) {
+        return false;
+    }
+    let Some(tail) = tail else {
+        return true;
+    };
+    let mut f = tail.split('.');
+    let (Some(grid), Some(payload), Some(crc), Some(offset), None) =
+        (f.next(), f.next(), f.next(), f.next(), f.next())
+    else {
+        return false;
+    };
+    grid.split_once('x').is_some_and(|(dp, cp)| {
+        decimal(dp) == Some(u64::from(d.dp)) && decimal(cp) == Some(u64::from(d.cp))
+    }) && decimal(payload) == Some(d.payload_bytes)
+        && hex8(crc) == Some(d.footer_crc32)
+        && decimal(offset) == Some(d.source_offset)
 }
 
 /// Parses `digits` if it is exactly how `format!("{n:0width$}")` prints its
@@ -241,6 +380,90 @@ pub fn validate_key(key: &str) -> Result<(), ManifestError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn is_tgb_key_of(key: &str, producer_id: &str, epoch: u64, sequence: u64) -> bool {
+        is_key_of(&TgbDescriptor {
+            key: key.to_owned(),
+            producer_id: producer_id.to_owned(),
+            epoch,
+            sequence,
+            ..Default::default()
+        })
+    }
+
+    fn described() -> TgbDescriptor {
+        TgbDescriptor {
+            key: String::new(),
+            object_size: 100 + 20 + 20 * 6 + 32,
+            dp: 3,
+            cp: 2,
+            footer_offset: 100,
+            footer_length: 20 + 20 * 6,
+            footer_crc32: 0x0a1b_2c3d,
+            producer_id: "prep-7".into(),
+            epoch: 4,
+            sequence: 19,
+            visible_version: 0,
+            payload_bytes: 100,
+            source_offset: 12_345,
+        }
+    }
+
+    #[test]
+    fn described_keys_name_every_field_and_parse_back_exactly() {
+        let mut d = described();
+        let k = described_tgb_key(&d);
+        assert_eq!(
+            k,
+            "tgb/prep-7/0000000004-00000000000000000019.3x2.100.0a1b2c3d.12345.tgb"
+        );
+        assert_eq!(parse_tgb_key(&k), Some(("prep-7", 4, 19)));
+        let p = parse_described_tgb_key(&k).unwrap();
+        assert_eq!(
+            (p.producer_id, p.epoch, p.sequence, p.dp, p.cp),
+            ("prep-7", 4, 19, 3, 2)
+        );
+        assert_eq!(
+            (p.payload_bytes, p.footer_crc32, p.source_offset),
+            (100, 0x0a1b_2c3d, 12_345)
+        );
+        d.key = k.clone();
+        assert!(is_key_of(&d));
+        // Every field of the key must agree with the descriptor.
+        for change in [
+            |d: &mut TgbDescriptor| d.dp = 2,
+            |d: &mut TgbDescriptor| d.cp = 3,
+            |d: &mut TgbDescriptor| d.payload_bytes = 101,
+            |d: &mut TgbDescriptor| d.footer_crc32 ^= 1,
+            |d: &mut TgbDescriptor| d.source_offset += 1,
+            |d: &mut TgbDescriptor| d.sequence += 1,
+            |d: &mut TgbDescriptor| d.epoch += 1,
+        ] {
+            let mut e = d.clone();
+            change(&mut e);
+            assert!(!is_key_of(&e), "{e:?}");
+        }
+        // Near misses are not keys of form 2 (nor of form 1).
+        let base = "tgb/prep-7/0000000004-00000000000000000019";
+        for tail in [
+            ".3x2.100.0A1B2C3D.12345.tgb",
+            ".3x2.100.a1b2c3d.12345.tgb",
+            ".3x2.0100.0a1b2c3d.12345.tgb",
+            ".3x2.100.0a1b2c3d.012345.tgb",
+            ".3x2.100.0a1b2c3d.tgb",
+            ".3x2.100.0a1b2c3d.12345.7.tgb",
+            ".3-2.100.0a1b2c3d.12345.tgb",
+            ".3x2.100.0a1b2c3d.+12345.tgb",
+            ".3x2.100.0a1b2c3d.18446744073709551616.tgb",
+            ".4294967296x1.100.0a1b2c3d.1.tgb",
+            ".3x2..0a1b2c3d.12345.tgb",
+        ] {
+            let k = format!("{base}{tail}");
+            assert_eq!(parse_described_tgb_key(&k), None, "{k}");
+            assert_eq!(parse_tgb_key(&k), None, "{k}");
+        }
+        assert_eq!(parse_described_tgb_key(&tgb_key("p", 1, 2)), None);
+    }
 
     #[test]
     fn manifest_key_roundtrip_and_order() {

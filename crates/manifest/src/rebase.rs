@@ -182,6 +182,154 @@ fn check_pending(p: &Pending) -> Result<(), RebaseError> {
     Ok(())
 }
 
+/// [`rebase`], and also publish TGBs that other producers uploaded and have not
+/// committed yet (a cooperative commit, `docs/protocol.md` section 12).
+///
+/// `others` are candidates, typically every TGB of a listing of `tgb/` that the
+/// caller could describe from its key (see
+/// [`descriptor_from_key`](crate::descriptor_from_key)) and whose age it checked
+/// against its producer's `max_commit_age_ms`. For each producer other than the
+/// caller, the candidate adds exactly the TGBs that continue the producer's entry in
+/// `base`: sequences `last_sequence + 1, + 2, ...` without a gap, each of the entry's
+/// own epoch (a fenced incarnation's leftovers and uploads of an epoch not claimed yet
+/// are never published), with the stream's grid, its key naming it, and source offsets
+/// that never go back from the entry's; the run stops at the first TGB that does not
+/// qualify, and at `max_others` in all. A producer without an entry, or whose entry
+/// does not record its `max_commit_age_ms`, gets nothing published. Each advanced entry
+/// changes exactly as its producer's own commit of those TGBs would change it
+/// (sequence, count, source offset, `last_commit_version`, `last_commit_ms`); its epoch,
+/// incarnation and `max_commit_age_ms` stay. Candidates the base already holds are
+/// skipped, so two committers that publish the same TGB race through the conditional
+/// create and the loser's rebase keeps it once.
+///
+/// Returns the candidate and the number of other producers' TGBs it publishes. With
+/// none, the candidate is exactly [`rebase`]'s; otherwise it names its `committer`.
+pub fn rebase_cooperative(
+    base: &Manifest,
+    pending: &Pending,
+    others: &[TgbDescriptor],
+    max_others: usize,
+    trim_below_step: u64,
+) -> Result<(Manifest, usize), RebaseError> {
+    let mut m = rebase(base, pending, trim_below_step)?;
+    let grid = stream_grid(&m);
+    let published = publishable(base, &pending.producer_id, others, grid, max_others);
+    if published.is_empty() {
+        return Ok((m, 0));
+    }
+    let version = m.version;
+    let limits = DecodeLimits {
+        max_grid: u64::MAX,
+        ..DecodeLimits::default()
+    };
+    let mut count = 0usize;
+    for run in published {
+        let Some(last) = run.last() else { continue };
+        let entry = m
+            .producers
+            .get_mut(&last.producer_id)
+            .ok_or_else(|| invalid(format!("producer {} has no entry", last.producer_id)))?;
+        let k = u64::try_from(run.len()).unwrap_or(u64::MAX);
+        entry.last_sequence = last.sequence;
+        entry.source_offset = last.source_offset;
+        entry.tgbs_committed =
+            entry
+                .tgbs_committed
+                .checked_add(k)
+                .ok_or(RebaseError::Overflow {
+                    what: "tgbs_committed",
+                })?;
+        entry.last_commit_version = version;
+        entry.last_commit_ms = pending.now_ms;
+        for t in run {
+            let mut d = t.clone();
+            d.visible_version = version;
+            validate_descriptor(m.tgbs.len(), &d, version, &limits)
+                .map_err(|e| invalid(e.to_string()))?;
+            m.retained_bytes =
+                m.retained_bytes
+                    .checked_add(d.object_size)
+                    .ok_or(RebaseError::Overflow {
+                        what: "retained_bytes",
+                    })?;
+            m.tgbs.push(d);
+            count += 1;
+        }
+    }
+    m.total_tgbs = m
+        .first_step
+        .checked_add(u64::try_from(m.tgbs.len()).unwrap_or(u64::MAX))
+        .ok_or(RebaseError::Overflow { what: "total_tgbs" })?;
+    if m.grid_dp == 0
+        && let Some(t) = m.tgbs.first()
+    {
+        (m.grid_dp, m.grid_cp) = (t.dp, t.cp);
+    }
+    m.committer = pending.producer_id.clone();
+    Ok((m, count))
+}
+
+/// Per other producer (in the order of its first candidate), the run of candidates that
+/// continues its entry in `base` (see [`rebase_cooperative`]); at most `max` in all.
+fn publishable<'a>(
+    base: &Manifest,
+    committer: &str,
+    others: &'a [TgbDescriptor],
+    grid: Option<(u32, u32)>,
+    max: usize,
+) -> Vec<Vec<&'a TgbDescriptor>> {
+    let mut by_producer: Vec<(&str, Vec<&'a TgbDescriptor>)> = Vec::new();
+    for t in others {
+        if t.producer_id == committer {
+            continue;
+        }
+        match by_producer.iter_mut().find(|(p, _)| *p == t.producer_id) {
+            Some((_, v)) => v.push(t),
+            None => by_producer.push((t.producer_id.as_str(), vec![t])),
+        }
+    }
+    let mut grid = grid;
+    let mut left = max;
+    let mut runs = Vec::new();
+    for (id, mut cands) in by_producer {
+        if left == 0 {
+            break;
+        }
+        let Some(e) = base.producers.get(id) else {
+            continue;
+        };
+        if e.max_commit_age_ms == 0 || validate_producer_id(id).is_err() {
+            continue;
+        }
+        cands.sort_by_key(|t| t.sequence);
+        let mut next = e.last_sequence.checked_add(1);
+        let mut offset = e.source_offset;
+        let mut run = Vec::new();
+        for t in cands {
+            if t.sequence <= e.last_sequence {
+                continue;
+            }
+            let fits = Some(t.sequence) == next
+                && t.epoch == e.epoch
+                && t.source_offset >= offset
+                && crate::keys::is_key_of(t)
+                && grid.is_none_or(|g| g == (t.dp, t.cp));
+            if !fits || run.len() >= left {
+                break;
+            }
+            grid.get_or_insert((t.dp, t.cp));
+            next = t.sequence.checked_add(1);
+            offset = t.source_offset;
+            run.push(t);
+        }
+        left -= run.len();
+        if !run.is_empty() {
+            runs.push(run);
+        }
+    }
+    runs
+}
+
 /// Builds the candidate version `base.version + 1` from `base` and the
 /// caller's pending TGBs (see the module docs for the rules).
 ///
@@ -230,6 +378,7 @@ pub fn rebase(
         retained_bytes,
         grid_dp,
         grid_cp,
+        committer: String::new(),
     })
 }
 

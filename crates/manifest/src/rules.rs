@@ -11,7 +11,8 @@
 //! ([`check_extends`](crate::check_extends)): [`EXTENDS`], [`SAME_STEP`],
 //! [`PRODUCER_PROGRESS`], [`GRID`], [`NEW_TGBS`], [`SINGLE_COMMIT`].
 
-/// Every descriptor's `key` is `tgb_key(producer_id, epoch, sequence)`.
+/// Every descriptor's `key` is `tgb_key(producer_id, epoch, sequence)` (form 1) or
+/// exactly `described_tgb_key(descriptor)` (form 2, every field agreeing).
 pub const TGB_KEY: &str = "tgb-key";
 /// Every descriptor's producer has an entry in `producers`.
 pub const PRODUCER_ENTRY: &str = "producer-entry";
@@ -34,7 +35,10 @@ pub const VISIBLE_ORDER: &str = "visible-order";
 /// `tgbs_committed` sum to `total_tgbs`.
 pub const PRODUCER_TOTALS: &str = "producer-totals";
 /// From version 1 on, exactly one entry has `last_commit_version == version`
-/// (the committer), and every TGB with `visible_version == version` is its.
+/// (the committer), and every TGB with `visible_version == version` is its. A
+/// cooperative version (one that names its `committer`) instead has the named
+/// committer's entry record the version, and every TGB visible at the version
+/// belongs to an entry that records it.
 pub const ONE_COMMITTER: &str = "one-committer";
 /// One slice grid per stream: `grid_dp`/`grid_cp` are both 0 or both set
 /// (and set only once a TGB was committed), and every retained descriptor
@@ -57,7 +61,10 @@ pub const NEW_TGBS: &str = "new-tgbs";
 /// Between consecutive versions, exactly one producer's entry changed (the
 /// committer's, `last_commit_version == version`), and the new TGBs are its,
 /// visible at the new version, as many as its `last_sequence` and
-/// `tgbs_committed` grew.
+/// `tgbs_committed` grew. In a cooperative version, the other entries that changed
+/// kept epoch, incarnation and `max_commit_age_ms` and each grew by at least one TGB,
+/// every changed entry grew by exactly its new TGBs and records the version. In both,
+/// every new TGB has its entry's epoch.
 pub const SINGLE_COMMIT: &str = "single-commit";
 
 /// Every rule name, per-version rules first.

@@ -220,6 +220,7 @@ impl SyntheticHistory {
             grid_cp,
             tgbs,
             producers,
+            committer: String::new(),
         }
     }
 }

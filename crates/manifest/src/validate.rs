@@ -3,8 +3,8 @@
 
 use std::collections::HashMap;
 
-use crate::error::ManifestError;
-use crate::keys::{is_tgb_key_of, tgb_key, validate_key, validate_producer_id};
+use crate::error::{ManifestError, clip};
+use crate::keys::{described_tgb_key, is_key_of, tgb_key, validate_key, validate_producer_id};
 use crate::limits::{DecodeLimits, check_count};
 use crate::pb::{Manifest, ProducerState, TgbDescriptor};
 use crate::rules;
@@ -79,8 +79,10 @@ pub fn validate(m: &Manifest, limits: &DecodeLimits) -> Result<(), ManifestError
         }
         tracks.insert(id.as_str(), Track { state, last: None });
     }
-    // The committer, if there is exactly one (otherwise reported after the TGBs).
-    let committer = committer.filter(|_| committers == 1);
+    // The committer, if there is exactly one (otherwise reported after the TGBs). A
+    // cooperative version names it, and every entry it advanced is a committer here.
+    let cooperative = !m.committer.is_empty();
+    let committer = committer.filter(|_| committers == 1 && !cooperative);
 
     let mut retained = 0u64;
     let mut prev_visible = 0u64;
@@ -112,6 +114,21 @@ pub fn validate(m: &Manifest, limits: &DecodeLimits) -> Result<(), ManifestError
             ));
         }
         prev_visible = d.visible_version;
+        if cooperative
+            && d.visible_version == m.version
+            && tracks
+                .get(d.producer_id.as_str())
+                .is_some_and(|t| t.state.last_commit_version != m.version)
+        {
+            return Err(rule(
+                rules::ONE_COMMITTER,
+                format!(
+                    "step {step}: a TGB of producer {} became visible at version {}, which \
+                     did not advance its entry",
+                    d.producer_id, m.version
+                ),
+            ));
+        }
         if d.visible_version == m.version
             && let Some(c) = committer
             && c != d.producer_id
@@ -163,7 +180,18 @@ pub fn validate(m: &Manifest, limits: &DecodeLimits) -> Result<(), ManifestError
             ),
         ));
     }
-    if m.version >= 1 && committers != 1 {
+    if cooperative {
+        if m.producers.get(&m.committer).map(|e| e.last_commit_version) != Some(m.version) {
+            return Err(rule(
+                rules::ONE_COMMITTER,
+                format!(
+                    "version {} names committer {:?}, whose entry does not record it",
+                    m.version,
+                    clip(&m.committer)
+                ),
+            ));
+        }
+    } else if m.version >= 1 && committers != 1 {
         return Err(rule(
             rules::ONE_COMMITTER,
             format!(
@@ -254,15 +282,17 @@ fn check_descriptor_rules(
 ) -> Result<(), ManifestError> {
     let p = d.producer_id.as_str();
     // `validate_descriptor` checked the id already.
-    if !is_tgb_key_of(&d.key, p, d.epoch, d.sequence) {
+    if !is_key_of(d) {
         return Err(rule(
             rules::TGB_KEY,
             format!(
-                "step {step}: key {:?} is not {:?}, the key of producer {p} epoch {} sequence {}",
+                "step {step}: key {:?} is neither {:?}, the key of producer {p} epoch {} \
+                 sequence {}, nor {:?}, the self-describing key of this descriptor",
                 d.key,
                 tgb_key(p, d.epoch, d.sequence),
                 d.epoch,
-                d.sequence
+                d.sequence,
+                described_tgb_key(d)
             ),
         ));
     }
@@ -397,6 +427,45 @@ fn check_producer_end(id: &str, state: &ProducerState, last: &Seen) -> Result<()
         ));
     }
     Ok(())
+}
+
+/// The descriptor of a TGB object known only from a listing: its key, which must be
+/// of form 2 ([`described_tgb_key`]), and its size, which must be the one the key's
+/// layout implies (`payload_bytes + 20 + 20 * dp * cp + 32`). `None` otherwise.
+/// `visible_version` is 0 ([`rebase_cooperative`](crate::rebase_cooperative) sets it).
+///
+/// Nothing here is trusted beyond what the key says: a reader checks the footer
+/// against `footer_crc32` and every slice against the footer's CRCs, as for any
+/// descriptor.
+pub fn descriptor_from_key(key: &str, object_size: u64) -> Option<TgbDescriptor> {
+    let k = crate::keys::parse_described_tgb_key(key)?;
+    let slices = u64::from(k.dp).checked_mul(u64::from(k.cp))?;
+    if slices == 0 {
+        return None;
+    }
+    let footer_length = tgb_footer_length(slices)?;
+    let size = k
+        .payload_bytes
+        .checked_add(footer_length)?
+        .checked_add(TGB_TRAILER_LEN)?;
+    if size != object_size {
+        return None;
+    }
+    Some(TgbDescriptor {
+        key: key.to_owned(),
+        object_size,
+        dp: k.dp,
+        cp: k.cp,
+        footer_offset: k.payload_bytes,
+        footer_length: u32::try_from(footer_length).ok()?,
+        footer_crc32: k.footer_crc32,
+        producer_id: k.producer_id.to_owned(),
+        epoch: k.epoch,
+        sequence: k.sequence,
+        visible_version: 0,
+        payload_bytes: k.payload_bytes,
+        source_offset: k.source_offset,
+    })
 }
 
 /// Checks one TGB descriptor found at `index` of a manifest of `version`:

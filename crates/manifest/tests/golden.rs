@@ -93,6 +93,7 @@ fn expected_manifest() -> Manifest {
         retained_bytes: 12_288,
         grid_dp: 2,
         grid_cp: 1,
+        committer: String::new(),
     }
 }
 

@@ -499,7 +499,7 @@ fn consecutive_versions_hold_exactly_one_commit() {
     a.tgbs_committed = 4;
     let err = check_extends(&v2, &m).unwrap_err();
     assert_eq!(err.rule(), Some(rules::SINGLE_COMMIT), "{err}");
-    assert!(err.to_string().contains("appends 1 TGBs"), "{err}");
+    assert!(err.to_string().contains("appends 1 of its TGBs"), "{err}");
     // A new TGB visible before the version that appended it.
     let mut m = rebase(&v2, &pending("a", 1, 7, 3..=3), 0).unwrap();
     m.tgbs[3].visible_version = 2;
