@@ -17,7 +17,7 @@ pub enum DacError {
     },
     /// A commit-policy string is not one of the accepted forms.
     #[error(
-        "unknown commit policy `{input}`: expected one of `dac`, `naive`, `fixed:K` (K >= 1), `incr`, `aimd`"
+        "unknown commit policy `{input}`: expected one of `coop`, `dac`, `naive`, `fixed:K` (K >= 1), `incr`, `aimd`"
     )]
     UnknownPolicy {
         /// The string as given.

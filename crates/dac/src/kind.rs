@@ -1,9 +1,9 @@
-//! Choosing a policy by name: the CLI strings `dac`, `naive`, `fixed:K`, `incr`, `aimd`.
+//! Choosing a policy by name: the CLI strings `coop`, `dac`, `naive`, `fixed:K`, `incr`, `aimd`.
 
 use std::fmt;
 use std::str::FromStr;
 
-use crate::{Aimd, CommitPolicy, Dac, DacError, DacParams, Fixed, Incr, Naive};
+use crate::{Aimd, CommitPolicy, Coop, CoopParams, Dac, DacError, DacParams, Fixed, Incr, Naive};
 
 /// Which commit policy a producer runs, as chosen on the command line.
 ///
@@ -22,6 +22,9 @@ pub enum PolicyKind {
     Incr,
     /// `aimd`: additive-increase / multiplicative-decrease attempt rate.
     Aimd,
+    /// `coop`: cooperative commits (each commit also publishes other producers' uploads)
+    /// at about one attempt per round for the whole stream, with these parameters.
+    Coop(CoopParams),
 }
 
 impl Default for PolicyKind {
@@ -39,6 +42,7 @@ impl PolicyKind {
             Self::Fixed(k) => Box::new(Fixed::new(k)),
             Self::Incr => Box::new(Incr::new()),
             Self::Aimd => Box::new(Aimd::default()),
+            Self::Coop(params) => Box::new(Coop::new(params)),
         }
     }
 
@@ -46,6 +50,7 @@ impl PolicyKind {
     pub fn validate(&self) -> Result<(), DacError> {
         match self {
             Self::Dac(params) => params.validate(),
+            Self::Coop(params) => params.validate(),
             Self::Fixed(0) => Err(DacError::BadFixedCount {
                 input: self.to_string(),
             }),
@@ -64,6 +69,7 @@ impl FromStr for PolicyKind {
             "naive" => return Ok(Self::Naive),
             "incr" => return Ok(Self::Incr),
             "aimd" => return Ok(Self::Aimd),
+            "coop" => return Ok(Self::Coop(CoopParams::default())),
             _ => {}
         }
         let Some(count) = lower.strip_prefix("fixed:") else {
@@ -88,6 +94,7 @@ impl fmt::Display for PolicyKind {
             Self::Fixed(k) => write!(f, "fixed:{k}"),
             Self::Incr => f.write_str("incr"),
             Self::Aimd => f.write_str("aimd"),
+            Self::Coop(_) => f.write_str("coop"),
         }
     }
 }
@@ -105,6 +112,7 @@ mod tests {
             ("fixed:100", PolicyKind::Fixed(100)),
             ("incr", PolicyKind::Incr),
             ("aimd", PolicyKind::Aimd),
+            ("coop", PolicyKind::Coop(CoopParams::default())),
         ];
         for (text, kind) in cases {
             assert_eq!(text.parse::<PolicyKind>(), Ok(kind));
@@ -125,7 +133,7 @@ mod tests {
                 "{bad}: {err:?}"
             );
             let msg = err.to_string();
-            for form in ["dac", "naive", "fixed:K", "incr", "aimd"] {
+            for form in ["coop", "dac", "naive", "fixed:K", "incr", "aimd"] {
                 assert!(msg.contains(form), "{msg}");
             }
         }

@@ -59,6 +59,13 @@
 //! * [`Aimd`] (`aimd`): attempt rate `r` starts at 10/s, `+1/s` on success, halved on conflict;
 //!   wait `1 / r` between attempts.
 //!
+//! # Cooperative commits
+//!
+//! [`Coop`] (`coop`) is the cadence of cooperative commits, where a committer also
+//! publishes the uploads of other producers: each of `N` active producers attempts every
+//! `N R`, so the stream attempts about once per round `R` (1 s, or two fragile windows if
+//! longer) and a TGB becomes visible in about a round, whatever `N` (see its module).
+//!
 //! All implement [`CommitPolicy`]; [`PolicyKind`] parses the CLI strings and builds them.
 //!
 //! # Sanitising rules
@@ -107,6 +114,7 @@
 //! ```
 
 mod baselines;
+mod coop;
 mod error;
 mod kind;
 mod model;
@@ -117,6 +125,7 @@ pub use baselines::{
     AIMD_INCREASE, AIMD_INITIAL_RATE, AIMD_MAX_RATE, AIMD_MIN_RATE, Aimd, Fixed, INCR_START, Incr,
     Naive,
 };
+pub use coop::{Coop, CoopParams, MAX_COOP_GAP};
 pub use error::DacError;
 pub use kind::PolicyKind;
 pub use model::{

@@ -64,6 +64,13 @@ pub trait CommitPolicy: Send + Debug {
     /// DAC's EMA of the fragile window; `None` for other policies (and for DAC before its
     /// first attempt).
     fn tau_estimate(&self) -> Option<Duration>;
+
+    /// Whether the producer's commits also publish other producers' uploads (a cooperative
+    /// commit, [`Coop`](crate::Coop)); then `producers` in [`AttemptOutcome`] counts the
+    /// active producers. `false` unless a policy says otherwise.
+    fn cooperative(&self) -> bool {
+        false
+    }
 }
 
 /// Decision shared by the gap-based policies (DAC, AIMD): commit once `gap` has elapsed since

@@ -18,8 +18,8 @@ use std::time::Duration;
 use batchweave_chain::Follower;
 use batchweave_dac::{AttemptOutcome, CommitPolicy, Decision};
 use batchweave_manifest::{
-    CommitStatus, Manifest, Pending, TgbDescriptor, commit_status, manifest_key, rebase,
-    try_encode_manifest,
+    CommitStatus, Manifest, Pending, TGB_DIR, TgbDescriptor, commit_status, descriptor_from_key,
+    manifest_key, parse_described_tgb_key, rebase_cooperative, try_encode_manifest,
 };
 use batchweave_store::{StoreError, StreamStore};
 use rand::rngs::StdRng;
@@ -28,6 +28,7 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 use tracing::Instrument;
 
 use crate::ProducerError;
+use crate::planted::planted;
 use crate::settings::{FailPoint, FailPoints, ProducerSettings};
 use crate::shared::Shared;
 
@@ -59,7 +60,14 @@ pub(crate) struct Committer {
     pub(crate) rng: StdRng,
     pub(crate) shared: Arc<Shared>,
     pub(crate) permits: Arc<Semaphore>,
+    /// The version of the last create this producer sent: an entry that a later read
+    /// shows advanced at another version was advanced by another producer's commit.
+    pub(crate) last_sent: Option<u64>,
 }
+
+/// An entry whose `last_commit_ms` is older than this, against the base's
+/// `committed_at_ms`, is not counted as an active producer by a cooperative cadence.
+const ACTIVE_WINDOW_MS: u64 = 60_000;
 
 /// A candidate version ready to be created: it commits the first `n` pending TGBs (the
 /// last of them, or the entry's, has sequence `last_seq`).
@@ -67,6 +75,8 @@ struct Proposal {
     candidate: Manifest,
     n: usize,
     last_seq: u64,
+    /// Other producers' TGBs the candidate publishes.
+    others: usize,
 }
 
 /// What [`Committer::prepare`] found.
@@ -109,6 +119,7 @@ impl Committer {
             pending: VecDeque::new(),
             shared,
             permits,
+            last_sent: None,
         }
     }
 
@@ -210,8 +221,13 @@ impl Committer {
             .take_while(|(d, _)| d.sequence <= last)
             .count();
         if k > 0 {
-            self.shared.stats_mut(|s| s.lost_replies_recovered += 1);
-            self.finish_commit(k);
+            if self.last_sent == Some(e.last_commit_version) {
+                self.shared.stats_mut(|s| s.lost_replies_recovered += 1);
+                self.finish_commit(k, true);
+            } else {
+                // Another producer's cooperative commit published them.
+                self.finish_commit(k, false);
+            }
         }
     }
 
@@ -242,6 +258,7 @@ impl Committer {
             tracing::debug_span!("commit", producer = %self.me.id, version = v, tgbs = proposal.n);
         let bytes = try_encode_manifest(&proposal.candidate, &self.settings.limits)?;
         self.crash_if(FailPoint::BeforeCreate)?;
+        self.last_sent = Some(v);
         let created = self
             .store
             .create(&manifest_key(v), bytes)
@@ -307,12 +324,30 @@ impl Committer {
             source_offset,
             now_ms: clock.unix_millis(),
         };
-        let mut candidate = rebase(
+        // A cooperative commit also publishes other producers' next uploads, within
+        // what `max_lag` leaves after our own.
+        let offers = if want > 0 && self.policy.cooperative() {
+            self.offers(now_ms).await?
+        } else {
+            Vec::new()
+        };
+        let room = self.lag_allowance(usize::MAX).saturating_sub(n);
+        let (mut candidate, others) = rebase_cooperative(
             self.follower.current(),
             &pending,
+            &offers,
+            room,
             self.follower.boundary().low_water_step,
         )
         .map_err(ProducerError::from_rebase)?;
+        if !offers.is_empty() {
+            plant_publications(
+                &mut candidate,
+                self.follower.current(),
+                &offers,
+                &self.me.id,
+            );
+        }
         // Record this producer's limit, so that GC can refuse an orphan grace
         // period that could sweep an upload before this producer commits it.
         if let Some(e) = candidate.producers.get_mut(&self.me.id) {
@@ -323,7 +358,48 @@ impl Committer {
             candidate,
             n,
             last_seq,
+            others,
         }))
+    }
+
+    /// Other producers' uploads that a cooperative commit may publish: one listing of
+    /// `tgb/`, each object described by its self-describing key and listed size
+    /// ([`descriptor_from_key`]), kept when it is beyond its producer's entry in the base,
+    /// of that entry's epoch, and younger than the `max_commit_age` the entry records
+    /// (by the store's `last_modified` against our wall clock, the same comparison GC's
+    /// orphan sweep makes; its `orphan_margin` covers the clock skew).
+    /// [`rebase_cooperative`] then keeps each producer's contiguous run.
+    async fn offers(&mut self, now_ms: u64) -> Result<Vec<TgbDescriptor>, ProducerError> {
+        let listed = self.store.list(TGB_DIR).await?;
+        let base = self.follower.current();
+        let bugs = planted();
+        let mut out = Vec::new();
+        for o in listed {
+            let Some(k) = parse_described_tgb_key(&o.key) else {
+                continue; // key form 1 (an older writer) or not a TGB
+            };
+            if k.producer_id == self.me.id {
+                continue;
+            }
+            let Some(e) = base.producers.get(k.producer_id) else {
+                continue; // never claimed: not publishable
+            };
+            let stale_plant = bugs.publish_stale_epoch && k.epoch < e.epoch;
+            if k.sequence <= e.last_sequence || (k.epoch != e.epoch && !stale_plant) {
+                continue;
+            }
+            let age = i64::try_from(now_ms)
+                .unwrap_or(i64::MAX)
+                .saturating_sub(o.last_modified_ms);
+            let limit = i64::try_from(e.max_commit_age_ms).unwrap_or(i64::MAX);
+            if e.max_commit_age_ms == 0 || (age > limit && !bugs.skip_others_age_check) {
+                continue;
+            }
+            if let Some(d) = descriptor_from_key(&o.key, o.size) {
+                out.push(d);
+            }
+        }
+        Ok(out)
     }
 
     /// What the create of `proposal` means: committed, or (a conflict, an unknown
@@ -338,6 +414,7 @@ impl Committer {
             candidate,
             n,
             last_seq,
+            others: proposal_others,
         } = proposal;
         let v = candidate.version;
         match created {
@@ -353,7 +430,11 @@ impl Committer {
                     self.classify_after_conflict(last_seq, n, false)
                 } else {
                     self.follower.adopt(candidate)?;
-                    self.finish_commit(n);
+                    self.finish_commit(n, true);
+                    if proposal_others > 0 {
+                        self.shared
+                            .stats_mut(|s| s.tgbs_published_for_others += proposal_others as u64);
+                    }
                     Ok(Attempt::Committed)
                 }
             }
@@ -374,9 +455,14 @@ impl Committer {
         }
     }
 
-    /// Tells the commit policy how an attempt with fragile window `tau` went.
+    /// Tells the commit policy how an attempt with fragile window `tau` went (a
+    /// cooperative cadence counts the active producers, [`active_producers`]).
     fn learn(&mut self, outcome: &Attempt, tau: Duration) {
-        let producers = self.follower.current().producers.len();
+        let producers = if self.policy.cooperative() {
+            active_producers(self.follower.current())
+        } else {
+            self.follower.current().producers.len()
+        };
         self.policy.on_attempt(
             &AttemptOutcome {
                 success: matches!(outcome, Attempt::Committed),
@@ -417,7 +503,7 @@ impl Committer {
                 if lost_reply_possible {
                     self.shared.stats_mut(|s| s.lost_replies_recovered += 1);
                 }
-                self.finish_commit(n);
+                self.finish_commit(n, true);
                 Ok(Attempt::Committed)
             }
             CommitStatus::Fenced { epoch, incarnation } => Err(ProducerError::Fenced {
@@ -459,7 +545,8 @@ impl Committer {
         Ok(())
     }
 
-    fn finish_commit(&mut self, n: usize) {
+    /// `own`: this producer's attempt committed them (else another's cooperative commit).
+    fn finish_commit(&mut self, n: usize, own: bool) {
         let done: Vec<TgbDescriptor> = self
             .pending
             .drain(..n.min(self.pending.len()))
@@ -469,7 +556,11 @@ impl Committer {
         self.permits.add_permits(done.len());
         let version = self.follower.current().version;
         self.shared.stats_mut(|s| {
-            s.successes += 1;
+            if own {
+                s.successes += 1;
+            } else {
+                s.tgbs_published_by_others += done.len() as u64;
+            }
             s.tgbs_committed += done.len() as u64;
             s.bytes_committed += bytes;
             s.version = version;
@@ -582,5 +673,64 @@ impl Committer {
             Msg::Tgb(d, at) => self.pending.push_back((d, at)),
             Msg::Flush(tx) => flushers.push(tx),
         }
+    }
+}
+
+/// Producers whose entries advanced within [`ACTIVE_WINDOW_MS`] of `m`'s commit time (at
+/// least 1): the ones a cooperative cadence shares the stream's attempt rate with. Under
+/// cooperative commits an uploading producer's entry advances about every round, by
+/// whoever publishes it; ids that stopped long ago do not slow the others down.
+fn active_producers(m: &Manifest) -> usize {
+    let since = m.committed_at_ms.saturating_sub(ACTIVE_WINDOW_MS);
+    m.producers
+        .values()
+        .filter(|e| e.last_commit_ms >= since)
+        .count()
+        .max(1)
+}
+
+/// Planted bugs ([`crate::planted`]): publications `rebase_cooperative` refuses, added to
+/// `candidate` as if it had accepted them, for the simulation to show they are caught.
+fn plant_publications(
+    candidate: &mut Manifest,
+    base: &Manifest,
+    offers: &[TgbDescriptor],
+    me: &str,
+) {
+    let bugs = planted();
+    if !(bugs.publish_gap || bugs.publish_stale_epoch) {
+        return;
+    }
+    for d in offers {
+        let Some(e) = base.producers.get(&d.producer_id) else {
+            continue;
+        };
+        let Some(c) = candidate.producers.get(&d.producer_id) else {
+            continue;
+        };
+        let gap = bugs.publish_gap
+            && d.epoch == e.epoch
+            && c.last_sequence == e.last_sequence
+            && d.sequence == e.last_sequence + 2;
+        let stale = bugs.publish_stale_epoch
+            && d.epoch < e.epoch
+            && c.last_sequence == e.last_sequence
+            && d.sequence == e.last_sequence + 1;
+        if !(gap || stale) {
+            continue;
+        }
+        let mut t = d.clone();
+        t.visible_version = candidate.version;
+        candidate.retained_bytes += t.object_size;
+        candidate.tgbs.push(t);
+        candidate.total_tgbs += 1;
+        if let Some(c) = candidate.producers.get_mut(&d.producer_id) {
+            c.last_sequence = d.sequence;
+            c.tgbs_committed += 1;
+            c.source_offset = d.source_offset;
+            c.last_commit_version = candidate.version;
+        }
+        candidate.committer = me.to_owned();
+        return;
     }
 }

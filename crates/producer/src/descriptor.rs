@@ -1,13 +1,17 @@
 //! The manifest's record of one encoded TGB.
 
-use batchweave_manifest::{TgbDescriptor, tgb_key};
+#[cfg(test)]
+use batchweave_manifest::tgb_key;
+use batchweave_manifest::{TgbDescriptor, described_tgb_key};
 use batchweave_tgb::EncodedTgb;
 
 /// The descriptor that records `enc`, uploaded as TGB `sequence` of epoch `epoch` of
 /// `producer_id` and covering the producer's source up to `source_offset`.
 ///
-/// The key is [`tgb_key`]`(producer_id, epoch, sequence)` (the reader rule `tgb-key`),
-/// the object layout (size, grid, footer location and CRC, payload bytes) is `enc`'s,
+/// The key is the self-describing [`described_tgb_key`] of the descriptor (key form 2,
+/// whose prefix is [`tgb_key`](batchweave_manifest::tgb_key)`(producer_id, epoch,
+/// sequence)`: the reader rule `tgb-key`), so that a cooperative committer can publish
+/// the upload from a listing; the object layout (size, grid, footer location and CRC, payload bytes) is `enc`'s,
 /// and `visible_version` is 0: [`rebase`](batchweave_manifest::rebase) sets it to the
 /// version that makes the TGB visible. This is the one place that maps an encoded TGB
 /// onto a descriptor; [`Producer::append`](crate::Producer::append) uses it.
@@ -18,8 +22,8 @@ pub fn tgb_descriptor(
     sequence: u64,
     source_offset: u64,
 ) -> TgbDescriptor {
-    TgbDescriptor {
-        key: tgb_key(producer_id, epoch, sequence),
+    let mut d = TgbDescriptor {
+        key: String::new(),
         object_size: enc.object_size,
         dp: enc.dp,
         cp: enc.cp,
@@ -32,7 +36,9 @@ pub fn tgb_descriptor(
         visible_version: 0,
         payload_bytes: enc.payload_bytes,
         source_offset,
-    }
+    };
+    d.key = described_tgb_key(&d);
+    d
 }
 
 #[cfg(test)]
@@ -47,7 +53,12 @@ mod tests {
         let slices = (0..6).map(|i| Bytes::from(vec![i; 10])).collect();
         let enc = encode_tgb(3, 2, slices).unwrap();
         let d = tgb_descriptor(&enc, "p-1", 4, 9, 77);
-        assert_eq!(d.key, tgb_key("p-1", 4, 9));
+        assert!(
+            d.key
+                .starts_with(tgb_key("p-1", 4, 9).trim_end_matches(".tgb"))
+        );
+        let listed = batchweave_manifest::descriptor_from_key(&d.key, enc.object_size).unwrap();
+        assert_eq!(listed, d);
         assert_eq!((d.dp, d.cp, d.object_size), (3, 2, enc.object_size));
         assert_eq!(
             (d.footer_offset, d.footer_length, d.footer_crc32),

@@ -17,6 +17,11 @@
 //!   incarnation that later sees it stops with [`ProducerError::Fenced`].
 //! - **No ghost commits**: a create that succeeded below the GC boundary
 //!   (because GC had deleted that version) is treated as a conflict.
+//! - **Cooperative commits** (policy `coop`): a commit also publishes the next
+//!   uploads of other producers, found by a listing of `tgb/` and described by
+//!   their keys, under the same rules as their own commits would (contiguous
+//!   sequences, their entry's epoch, `max_commit_age`, `max_lag`, one grid); each
+//!   producer learns from the state map that its TGBs were published.
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -40,12 +45,13 @@
 mod committer;
 mod descriptor;
 mod error;
+pub mod planted;
 mod producer;
 mod settings;
 mod shared;
 mod stats;
 
-pub use batchweave_dac::PolicyKind;
+pub use batchweave_dac::{CoopParams, PolicyKind};
 pub use descriptor::tgb_descriptor;
 pub use error::ProducerError;
 pub use producer::{AppendReceipt, Producer, ProducerBuilder};

@@ -26,6 +26,10 @@ pub struct ProducerStats {
     pub tgbs_committed: u64,
     /// Object bytes of the committed TGBs.
     pub bytes_committed: u64,
+    /// Of `tgbs_committed`, the TGBs another producer's cooperative commit published.
+    pub tgbs_published_by_others: u64,
+    /// TGBs of other producers this producer's cooperative commits published.
+    pub tgbs_published_for_others: u64,
     /// Times a ready commit waited because of `max_lag`.
     pub lag_waits: u64,
     /// Current commit gap chosen by the policy.

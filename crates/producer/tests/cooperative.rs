@@ -1,0 +1,221 @@
+//! Cooperative commits (policy `coop`): a commit also publishes the next uploads of
+//! other producers, under exactly the rules their own commits follow.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use batchweave_producer::planted::{PlantedProducerBugs, plant};
+use batchweave_producer::{FailPoint, FailPoints, Producer, ProducerError, ProducerSettings};
+use batchweave_store::StreamStore;
+use batchweave_store::testing::all_targets;
+use common::{check_chain, check_exactly_once, slices};
+
+fn coop() -> ProducerSettings {
+    ProducerSettings {
+        policy: "coop".parse().unwrap(),
+        seed: Some(7),
+        ..Default::default()
+    }
+}
+
+/// A producer `id` that uploads `offsets` and dies before its first commit of them
+/// (the claim is its first create; the crash is at the second).
+async fn upload_then_crash(
+    store: &StreamStore,
+    id: &str,
+    offsets: std::ops::RangeInclusive<u64>,
+    settings: ProducerSettings,
+) -> u64 {
+    let creates = Arc::new(AtomicU32::new(0));
+    let c = creates.clone();
+    let fp = FailPoints::new(move |p| {
+        p == FailPoint::BeforeCreate && c.fetch_add(1, Ordering::SeqCst) >= 1
+    });
+    let mut p = Producer::builder(store.clone(), id)
+        .settings(settings)
+        .fail_points(fp)
+        .open()
+        .await
+        .unwrap();
+    let epoch = p.epoch();
+    for off in offsets {
+        p.append(2, 1, slices(id, off, 2), off).await.unwrap();
+    }
+    let err = p.flush().await.unwrap_err();
+    assert!(
+        matches!(err, ProducerError::Stopped(_)),
+        "expected the planted crash, got {err}"
+    );
+    epoch
+}
+
+/// One flushed commit of `id` at `offset`; returns its statistics.
+async fn commit_one(
+    store: &StreamStore,
+    id: &str,
+    offset: u64,
+) -> batchweave_producer::ProducerStats {
+    let mut p = Producer::builder(store.clone(), id)
+        .settings(coop())
+        .open()
+        .await
+        .unwrap();
+    p.append(2, 1, slices(id, offset, 2), offset).await.unwrap();
+    p.close().await.unwrap()
+}
+
+#[tokio::test]
+async fn a_commit_publishes_a_crashed_producers_uploads_and_its_restart_resumes_after_them() {
+    let store = StreamStore::in_memory();
+    upload_then_crash(&store, "a", 1..=3, coop()).await;
+    let b = commit_one(&store, "b", 1).await;
+    assert_eq!(b.tgbs_published_for_others, 3, "{b:?}");
+    let newest = check_chain(&store).await;
+    assert_eq!(newest.committer, "b");
+    let a = &newest.producers["a"];
+    assert_eq!((a.last_sequence, a.source_offset), (3, 3));
+    // The restart resumes after what the other producer published for it.
+    let mut p = Producer::builder(store.clone(), "a")
+        .settings(coop())
+        .open()
+        .await
+        .unwrap();
+    assert_eq!(p.committed_offset(), 3);
+    p.append(2, 1, slices("a", 4, 2), 4).await.unwrap();
+    p.close().await.unwrap();
+    let newest = check_chain(&store).await;
+    let per = check_exactly_once(&store, &newest).await;
+    assert_eq!(per["a"], vec![1, 2, 3, 4]);
+    assert_eq!(per["b"], vec![1]);
+}
+
+#[tokio::test]
+async fn a_fenced_incarnations_leftovers_are_never_published() {
+    let store = StreamStore::in_memory();
+    let old = upload_then_crash(&store, "a", 1..=2, coop()).await;
+    // The next incarnation claims a higher epoch before anyone published the old uploads,
+    // then uploads sequence 1 of its own epoch and dies too.
+    let new = upload_then_crash(&store, "a", 1..=1, coop()).await;
+    assert!(new > old);
+    commit_one(&store, "b", 1).await;
+    let newest = check_chain(&store).await;
+    let of_a: Vec<_> = newest
+        .tgbs
+        .iter()
+        .filter(|d| d.producer_id == "a")
+        .map(|d| (d.epoch, d.sequence))
+        .collect();
+    assert_eq!(of_a, vec![(new, 1)], "only the current epoch's upload");
+    check_exactly_once(&store, &newest).await;
+}
+
+#[tokio::test]
+async fn uploads_older_than_their_producers_max_commit_age_are_not_published() {
+    for planted in [false, true] {
+        let store = StreamStore::in_memory();
+        let short = ProducerSettings {
+            max_commit_age: Duration::from_millis(50),
+            ..coop()
+        };
+        upload_then_crash(&store, "a", 1..=2, short).await;
+        store.clock().sleep(Duration::from_millis(300)).await;
+        let before = plant(PlantedProducerBugs {
+            skip_others_age_check: planted,
+            ..Default::default()
+        });
+        let b = commit_one(&store, "b", 1).await;
+        plant(before);
+        let newest = check_chain(&store).await;
+        let a = &newest.producers["a"];
+        if planted {
+            // The planted bug publishes uploads GC may already have swept as orphans.
+            assert_eq!(a.last_sequence, 2, "the plant must change the outcome");
+        } else {
+            assert_eq!(b.tgbs_published_for_others, 0);
+            assert_eq!(a.last_sequence, 0);
+        }
+    }
+}
+
+#[tokio::test]
+async fn producers_learn_from_the_state_map_that_others_published_their_tgbs() {
+    let store = StreamStore::in_memory();
+    // a uploads without committing (its cadence waits); b's flush publishes a's uploads;
+    // a then sees them committed and never sends them again.
+    let slow = ProducerSettings {
+        policy: batchweave_producer::PolicyKind::Coop(batchweave_producer::CoopParams {
+            interval: Duration::from_secs(3600),
+            ..Default::default()
+        }),
+        ..coop()
+    };
+    let mut a = Producer::builder(store.clone(), "a")
+        .settings(slow)
+        .open()
+        .await
+        .unwrap();
+    for off in 1..=3 {
+        a.append(2, 1, slices("a", off, 2), off).await.unwrap();
+    }
+    let b = commit_one(&store, "b", 1).await;
+    assert_eq!(b.tgbs_published_for_others, 3);
+    let st = a.close().await.unwrap();
+    assert_eq!(st.tgbs_committed, 3);
+    assert_eq!(st.tgbs_published_by_others, 3);
+    assert_eq!(st.committed_offset, 3);
+    let newest = check_chain(&store).await;
+    assert_eq!(
+        check_exactly_once(&store, &newest).await["a"],
+        vec![1, 2, 3]
+    );
+}
+
+/// Sixteen cooperative producers race on every store: exactly once, one order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixteen_cooperative_producers_race_exactly_once_on_every_store() {
+    for t in all_targets() {
+        let store = t.open_fresh("coop16").await.unwrap();
+        let per: u64 = if t.name == "s3-seaweedfs" { 2 } else { 5 };
+        let tasks: Vec<_> = (0..16)
+            .map(|i| {
+                let s = store.clone();
+                tokio::spawn(async move {
+                    let id = format!("p{i:02}");
+                    let mut p = Producer::builder(s, id.clone())
+                        .settings(ProducerSettings {
+                            seed: Some(i),
+                            ..coop()
+                        })
+                        .open()
+                        .await?;
+                    for off in 1..=per {
+                        p.append(2, 1, slices(&id, off, 2), off).await?;
+                    }
+                    p.close().await
+                })
+            })
+            .collect();
+        let mut published = 0;
+        for h in tasks {
+            let st = h
+                .await
+                .unwrap()
+                .unwrap_or_else(|e| panic!("{}: {e}", t.name));
+            assert_eq!(st.committed_offset, per);
+            published += st.tgbs_published_for_others;
+        }
+        let newest = check_chain(&store).await;
+        let each = check_exactly_once(&store, &newest).await;
+        assert_eq!(newest.tgbs.len() as u64, 16 * per, "{}", t.name);
+        for offs in each.values() {
+            assert_eq!(offs, &(1..=per).collect::<Vec<_>>(), "{}", t.name);
+        }
+        println!(
+            "coop16 on {}: {} versions, {published} published for others",
+            t.name, newest.version
+        );
+    }
+}
