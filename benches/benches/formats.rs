@@ -92,6 +92,7 @@ fn manifest(n: u64) -> Manifest {
         committed_at_ms: 1_700_000_000_000,
         grid_dp: DP,
         grid_cp: CP,
+        committer: String::new(),
     }
 }
 

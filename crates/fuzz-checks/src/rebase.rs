@@ -186,6 +186,12 @@ fn build_manifest(input: &mut Input<'_>) -> Manifest {
         retained_bytes,
         grid_dp: input.u32() % 4,
         grid_cp: input.u32() % 4,
+        // Sometimes a cooperative version's committer, to reach those rules too.
+        committer: if input.u32() % 4 == 0 {
+            id(input)
+        } else {
+            String::new()
+        },
     }
 }
 
