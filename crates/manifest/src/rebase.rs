@@ -20,7 +20,8 @@
 //! | `e.epoch < epoch` or no entry ("claim")        | all pending TGBs are new and must start at `e.last_sequence + 1` (1 without an entry); a claim without TGBs must carry `e.source_offset` |
 //!
 //! In every case the batch's TGBs must be stored under their own keys
-//! ([`tgb_key`](crate::tgb_key)), their source offsets must not decrease
+//! ([`tgb_key`](crate::tgb_key), or [`described_tgb_key`](crate::described_tgb_key)
+//! with every field agreeing), their source offsets must not decrease
 //! and not exceed the batch's `source_offset`, the new ones must not start
 //! before `e.source_offset`, and every new TGB must have the stream's slice
 //! grid ([`stream_grid`]; the first TGB ever committed fixes it, and the
@@ -30,7 +31,7 @@
 //! [`check_extends`](crate::check_extends) holds from the base to it.
 
 use crate::error::RebaseError;
-use crate::keys::{parse_tgb_key, tgb_key, validate_producer_id};
+use crate::keys::{described_tgb_key, is_key_of, tgb_key, validate_producer_id};
 use crate::limits::DecodeLimits;
 use crate::pb::{Manifest, ProducerState, TgbDescriptor};
 use crate::validate::{stream_grid, validate_descriptor};
@@ -148,11 +149,15 @@ fn check_pending(p: &Pending) -> Result<(), RebaseError> {
         if t.sequence == 0 {
             return Err(invalid("sequence 0 (sequences start at 1)".to_owned()));
         }
-        if parse_tgb_key(&t.key) != Some((p.producer_id.as_str(), t.epoch, t.sequence)) {
+        // Either key form; a self-describing key must agree with every field (the
+        // `tgb-key` rule every reader checks).
+        if !is_key_of(t) {
             return Err(invalid(format!(
-                "TGB {:?} is not stored under its key {:?}",
+                "TGB {:?} is not stored under its key {:?} (nor under its self-describing \
+                 key {:?})",
                 t.key,
-                tgb_key(&p.producer_id, t.epoch, t.sequence)
+                tgb_key(&p.producer_id, t.epoch, t.sequence),
+                described_tgb_key(t)
             )));
         }
         if let Some(prev) = prev {
@@ -183,7 +188,7 @@ fn check_pending(p: &Pending) -> Result<(), RebaseError> {
 }
 
 /// [`rebase`], and also publish TGBs that other producers uploaded and have not
-/// committed yet (a cooperative commit, `docs/protocol.md` section 12).
+/// committed yet (a cooperative commit, `docs/protocol.md` section 14).
 ///
 /// `others` are candidates, typically every TGB of a listing of `tgb/` that the
 /// caller could describe from its key (see
@@ -192,9 +197,13 @@ fn check_pending(p: &Pending) -> Result<(), RebaseError> {
 /// caller, the candidate adds exactly the TGBs that continue the producer's entry in
 /// `base`: sequences `last_sequence + 1, + 2, ...` without a gap, each of the entry's
 /// own epoch (a fenced incarnation's leftovers and uploads of an epoch not claimed yet
-/// are never published), with the stream's grid, its key naming it, and source offsets
-/// that never go back from the entry's; the run stops at the first TGB that does not
-/// qualify, and at `max_others` in all. A producer without an entry, or whose entry
+/// are never published, and are skipped rather than ending the run), with the stream's
+/// grid, its key naming it, and source offsets that never go back from the entry's; the
+/// run stops at the first sequence without a qualifying TGB, at a sequence that two
+/// different candidates claim, and at `max_others` in all. The order of `others` does
+/// not matter, except that producers are served in the order of their first candidate
+/// (which matters for the cap, and for the grid while the stream has none), and the
+/// same candidate twice counts once. A producer without an entry, or whose entry
 /// does not record its `max_commit_age_ms`, gets nothing published. Each advanced entry
 /// changes exactly as its producer's own commit of those TGBs would change it
 /// (sequence, count, source offset, `last_commit_version`, `last_commit_ms`); its epoch,
@@ -291,7 +300,7 @@ fn publishable<'a>(
     let mut grid = grid;
     let mut left = max;
     let mut runs = Vec::new();
-    for (id, mut cands) in by_producer {
+    for (id, cands) in by_producer {
         if left == 0 {
             break;
         }
@@ -301,18 +310,30 @@ fn publishable<'a>(
         if e.max_commit_age_ms == 0 || validate_producer_id(id).is_err() {
             continue;
         }
+        // Only uploads of the entry's epoch that it does not hold yet are candidates at
+        // all. A fenced incarnation's leftovers and uploads of an epoch not claimed yet
+        // may carry the very sequences the entry's incarnation uploads (a listing even
+        // sorts them first): skipped, they must not end the run.
+        let mut cands: Vec<&TgbDescriptor> = cands
+            .into_iter()
+            .filter(|t| t.epoch == e.epoch && t.sequence > e.last_sequence)
+            .collect();
         cands.sort_by_key(|t| t.sequence);
         let mut next = e.last_sequence.checked_add(1);
         let mut offset = e.source_offset;
         let mut run = Vec::new();
-        for t in cands {
-            if t.sequence <= e.last_sequence {
-                continue;
-            }
-            let fits = Some(t.sequence) == next
-                && t.epoch == e.epoch
+        let mut rest = cands.as_slice();
+        while let Some(&t) = rest.first() {
+            let same = rest.iter().take_while(|u| u.sequence == t.sequence).count();
+            let (this, after) = rest.split_at(same);
+            rest = after;
+            // The same offer twice counts once; two different objects that claim one
+            // sequence end the run before it (only their producer knows which one it
+            // commits).
+            let fits = this.iter().all(|u| *u == t)
+                && Some(t.sequence) == next
                 && t.source_offset >= offset
-                && crate::keys::is_key_of(t)
+                && is_key_of(t)
                 && grid.is_none_or(|g| g == (t.dp, t.cp));
             if !fits || run.len() >= left {
                 break;
