@@ -10,8 +10,9 @@ mod common;
 use batchweave_manifest::{
     DecodeLimits, GcBoundary, GroupLayout, HEADER_LEN, Manifest, Pending, ProducerState,
     TgbDescriptor, Watermark, check_extends, decode_gc_boundary, decode_group_layout,
-    decode_manifest, decode_watermark, encode_gc_boundary, encode_group_layout, encode_manifest,
-    encode_watermark, rebase, tgb_key,
+    decode_manifest, decode_watermark, described_tgb_key, descriptor_from_key, encode_gc_boundary,
+    encode_group_layout, encode_manifest, encode_watermark, rebase, rebase_cooperative, rules,
+    tgb_key, validate,
 };
 
 fn dir() -> PathBuf {
@@ -205,6 +206,7 @@ fn docs_hex_dumps_match_golden_files() {
         ("golden:v1.gcboundary", "v1.gcboundary"),
         ("golden:v1.watermark", "v1.watermark"),
         ("golden:v1.grouplayout", "v1.grouplayout"),
+        ("golden:v1-cooperative.manifest", "v1-cooperative.manifest"),
     ] {
         let start = doc
             .find(marker)
@@ -370,6 +372,8 @@ fn golden_descriptors_describe_real_tgbs() {
         (&m.tgbs[0], b'a', b'b', 4050usize),
         (&m.tgbs[1], b'c', b'd', 2002),
         (next.tgbs.last().unwrap(), b'e', b'f', 978),
+        (&cooperative_tgbs().0, b'g', b'h', 1500),
+        (&cooperative_tgbs().1, b'i', b'j', 750),
     ];
     for (d, first, second, n) in cases {
         let slices = vec![
@@ -396,4 +400,165 @@ fn golden_descriptors_describe_real_tgbs() {
             d.key
         );
     }
+}
+
+/// The key of form 2 that docs/format.md prints: the golden successor's TGB (prep-0's
+/// sequence 3, a real TGB) under its self-describing key.
+const GOLDEN_DESCRIBED_KEY: &str =
+    "tgb/prep-0/0000000001-00000000000000000003.2x1.1956.120a069b.300.tgb";
+
+#[test]
+fn golden_described_key() {
+    let mut d = golden_successor().tgbs.last().unwrap().clone();
+    assert_eq!(described_tgb_key(&d), GOLDEN_DESCRIBED_KEY);
+    // A listing entry of that key and size describes the object exactly.
+    d.visible_version = 0;
+    d.key = GOLDEN_DESCRIBED_KEY.to_owned();
+    assert_eq!(descriptor_from_key(GOLDEN_DESCRIBED_KEY, 2048), Some(d));
+    assert_eq!(descriptor_from_key(GOLDEN_DESCRIBED_KEY, 2047), None);
+    let doc = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/format.md"),
+    )
+    .unwrap();
+    assert!(
+        doc.contains(&format!("`{GOLDEN_DESCRIBED_KEY}`")),
+        "docs/format.md must print {GOLDEN_DESCRIBED_KEY}"
+    );
+}
+
+/// Version 4 of the golden stream: the golden successor, as a current producer writes
+/// it (it records its `max_commit_age_ms` of 30 s after the rebase).
+fn golden_v4() -> Manifest {
+    let mut m = golden_successor();
+    m.producers.get_mut("prep-0").unwrap().max_commit_age_ms = 30_000;
+    m
+}
+
+/// The TGBs of the cooperative golden version, both real (docs/format.md section 6):
+/// prep-0's upload of its sequence 4, which prep-1 publishes, and prep-1's own sequence 2.
+fn cooperative_tgbs() -> (TgbDescriptor, TgbDescriptor) {
+    let theirs = TgbDescriptor {
+        key: "tgb/prep-0/0000000001-00000000000000000004.2x1.3000.fc605dba.400.tgb".into(),
+        object_size: 3092,
+        dp: 2,
+        cp: 1,
+        footer_offset: 3000,
+        footer_length: 60,
+        footer_crc32: 0xfc60_5dba,
+        producer_id: "prep-0".into(),
+        epoch: 1,
+        sequence: 4,
+        visible_version: 5,
+        payload_bytes: 3000,
+        source_offset: 400,
+    };
+    let own = TgbDescriptor {
+        key: "tgb/prep-1/0000000002-00000000000000000002.2x1.1500.20cd493a.80.tgb".into(),
+        object_size: 1592,
+        dp: 2,
+        cp: 1,
+        footer_offset: 1500,
+        footer_length: 60,
+        footer_crc32: 0x20cd_493a,
+        producer_id: "prep-1".into(),
+        epoch: 2,
+        sequence: 2,
+        visible_version: 5,
+        payload_bytes: 1500,
+        source_offset: 80,
+    };
+    (theirs, own)
+}
+
+/// `v1-cooperative.manifest`: version 5, in which prep-1 commits its sequence 2 and
+/// publishes prep-0's sequence 4, trimming below step 4.
+fn expected_cooperative() -> Manifest {
+    let (theirs, own) = cooperative_tgbs();
+    let producers = [
+        (
+            "prep-0".to_owned(),
+            ProducerState {
+                epoch: 1,
+                incarnation: 0x0123_4567_89ab_cdef,
+                source_offset: 400,
+                last_sequence: 4,
+                last_commit_version: 5,
+                tgbs_committed: 4,
+                last_commit_ms: 1_700_000_002_000,
+                max_commit_age_ms: 30_000,
+            },
+        ),
+        (
+            "prep-1".to_owned(),
+            ProducerState {
+                epoch: 2,
+                incarnation: 42,
+                source_offset: 80,
+                last_sequence: 2,
+                last_commit_version: 5,
+                tgbs_committed: 2,
+                last_commit_ms: 1_700_000_002_000,
+                max_commit_age_ms: 30_000,
+            },
+        ),
+    ]
+    .into_iter()
+    .collect();
+    Manifest {
+        version: 5,
+        first_step: 4,
+        tgbs: vec![own, theirs],
+        producers,
+        committed_at_ms: 1_700_000_002_000,
+        total_tgbs: 6,
+        retained_bytes: 4684,
+        grid_dp: 2,
+        grid_cp: 1,
+        committer: "prep-1".into(),
+    }
+}
+
+/// The cooperative golden version is what `rebase_cooperative` builds from version 4,
+/// prep-1's batch and a listing that describes prep-0's upload; its bytes are frozen
+/// like the other golden files, and docs/format.md prints them.
+#[test]
+fn golden_cooperative_manifest() {
+    let v4 = golden_v4();
+    validate(&v4, &DecodeLimits::default()).unwrap();
+    check_extends(&expected_manifest(), &v4).unwrap();
+    let (theirs, own) = cooperative_tgbs();
+    let listed = descriptor_from_key(&theirs.key, theirs.object_size).unwrap();
+    let pending = Pending {
+        producer_id: "prep-1".into(),
+        epoch: 2,
+        incarnation: 42,
+        tgbs: vec![TgbDescriptor {
+            visible_version: 0,
+            ..own
+        }],
+        source_offset: 80,
+        now_ms: 1_700_000_002_000,
+    };
+    let (mut built, published) = rebase_cooperative(&v4, &pending, &[listed], 16, 4).unwrap();
+    assert_eq!(published, 1);
+    // The committer records its own limit after the rebase, as for a plain commit.
+    built.producers.get_mut("prep-1").unwrap().max_commit_age_ms = 30_000;
+    assert_eq!(built, expected_cooperative());
+
+    let bytes = golden(
+        "v1-cooperative.manifest",
+        &encode_manifest(&expected_cooperative()),
+    );
+    let m = decode_manifest(&bytes, &DecodeLimits::default()).unwrap();
+    assert_eq!(m, expected_cooperative());
+    assert_eq!(m.committer, "prep-1");
+    check_extends(&v4, &m).unwrap();
+    check_extends(&expected_manifest(), &m).unwrap();
+    // Field 10 (`committer`) is the last field of the payload.
+    assert!(bytes.ends_with(b"\x52\x06prep-1"));
+    // A reader that predates the field reads the version without it, and refuses it.
+    let mut old = m.clone();
+    old.committer.clear();
+    let err = validate(&old, &DecodeLimits::default()).unwrap_err();
+    assert_eq!(err.rule(), Some(rules::ONE_COMMITTER), "{err}");
 }
