@@ -34,7 +34,10 @@ use crate::validate::{rule, stream_grid};
 /// one producer's entry changed or was added, with `last_commit_version ==
 /// next.version`; every new TGB (step `>= prev.total_tgbs`) is its and has
 /// `visible_version == next.version`; and their number equals the growth of
-/// its `last_sequence` and of its `tgbs_committed`.
+/// its `last_sequence` and of its `tgbs_committed`. A cooperative version (one
+/// that names its `committer`) may also advance other entries, each keeping its
+/// epoch, incarnation and `max_commit_age_ms` and growing by exactly its new
+/// TGBs (at least one); in both, every new TGB carries its entry's epoch.
 ///
 /// Costs O(retained TGBs + producers · log producers) and allocates nothing
 /// unless it reports an error.

@@ -278,6 +278,14 @@ pub fn rebase_cooperative(
     Ok((m, count))
 }
 
+/// Bounds for checking an offer on its own: any grid (the stream's grid is checked apart).
+const OFFER_LIMITS: DecodeLimits = DecodeLimits {
+    max_bytes: u64::MAX,
+    max_tgbs: u64::MAX,
+    max_producers: u64::MAX,
+    max_grid: u64::MAX,
+};
+
 /// Per other producer (in the order of its first candidate), the run of candidates that
 /// continues its entry in `base` (see [`rebase_cooperative`]); at most `max` in all.
 fn publishable<'a>(
@@ -334,7 +342,9 @@ fn publishable<'a>(
                 && Some(t.sequence) == next
                 && t.source_offset >= offset
                 && is_key_of(t)
-                && grid.is_none_or(|g| g == (t.dp, t.cp));
+                && grid.is_none_or(|g| g == (t.dp, t.cp))
+                // A malformed offer does not qualify (it never fails the whole rebase).
+                && validate_descriptor(0, t, u64::MAX, &OFFER_LIMITS).is_ok();
             if !fits || run.len() >= left {
                 break;
             }
