@@ -1,7 +1,8 @@
 //! `cargo xtask chaos`: real `batchweave` processes against a loopback S3
 //! server (SeaweedFS, which keeps its data across a restart), with random
 //! SIGKILLs and restarts, one server restart mid-run, and `batchweave gc`
-//! running concurrently. At the end the ranks' logs must agree and hold every
+//! running concurrently. Producers alternate between the cooperative and the DAC
+//! commit policy. At the end the ranks' logs must agree and hold every
 //! TGB exactly once, in each producer's order: 0 lost, 0 duplicated, 0 reordered.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -145,7 +146,10 @@ pub(crate) fn chaos(short: bool) -> Result<()> {
     for p in &mut procs {
         start(&bin, &env, p, &dir)?;
     }
-    eprintln!("chaos: {producers} producers x {per} TGBs, {ranks} ranks, store {url}");
+    eprintln!(
+        "chaos: {producers} producers x {per} TGBs (policies {}), {ranks} ranks, store {url}",
+        POLICIES.join("/")
+    );
     let m = run_to_the_end(&plan, &bin, &env, &mut procs, &dir, &mut srv, &url)?;
     let (steps, lost, duplicated, reordered) = verdict(&plan, &dir)?;
     println!(
@@ -159,13 +163,19 @@ pub(crate) fn chaos(short: bool) -> Result<()> {
     Ok(())
 }
 
+/// The producers' commit policies, in turn.
+const POLICIES: [&str; 2] = ["coop", "dac"];
+
 /// The producer and consumer processes of the run (not started yet).
 fn processes(plan: &Plan, url: &str, dir: &Path) -> Vec<Proc> {
     let (per, ranks, steps) = (plan.per, plan.ranks, plan.steps());
     let mut procs: Vec<Proc> = Vec::new();
     for i in 0..plan.producers {
+        // Cooperative and DAC producers share the stream: a coop commit publishes the
+        // uploads of both, and of the killed ones.
+        let policy = POLICIES[usize::try_from(i).unwrap_or(0) % POLICIES.len()];
         let args = format!(
-            "produce --store {url} --producer-id p{i} --tgbs {per} --dp {ranks} --cp 1 --slice-bytes 2048 --policy dac --max-lag 24"
+            "produce --store {url} --producer-id p{i} --tgbs {per} --dp {ranks} --cp 1 --slice-bytes 2048 --policy {policy} --max-lag 24"
         );
         procs.push(Proc {
             name: format!("produce-p{i}"),
