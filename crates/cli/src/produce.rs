@@ -36,7 +36,7 @@ pub(crate) struct ProduceArgs {
     /// Bytes of every slice (a TGB holds `dp * cp` slices).
     #[arg(long, default_value_t = 4096)]
     slice_bytes: usize,
-    /// Commit policy: `dac`, `naive`, `fixed:K`, `incr` or `aimd`.
+    /// Commit policy: `coop` (cooperative commits), `dac`, `naive`, `fixed:K`, `incr` or `aimd`.
     #[arg(long, default_value = "dac")]
     policy: String,
     /// Do not commit TGBs more than this many steps ahead of the stream's low-water mark.

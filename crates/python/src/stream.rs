@@ -153,7 +153,7 @@ impl Stream {
     ) -> PyResult<Producer> {
         let policy: PolicyKind = policy.parse().map_err(|e| {
             invalid(format!(
-                "policy {policy:?}: {e} (use \"dac\", \"naive\", \"fixed:K\", \"incr\" or \"aimd\")"
+                "policy {policy:?}: {e} (use \"coop\", \"dac\", \"naive\", \"fixed:K\", \"incr\" or \"aimd\")"
             ))
         })?;
         let d = ProducerSettings::default();
