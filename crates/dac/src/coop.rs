@@ -13,7 +13,10 @@
 //! R = max(interval, windows * tau_hat)
 //! ```
 //!
-//! by having each of the `N` active producers attempt every `N R (1 + rho u)`: attempts from
+//! by having each of the `N` active producers attempt every `N R (1 + rho u)`, or every DAC
+//! gap `T*(N, tau_hat)` (with the default budgets) when that is shorter, so that coop never
+//! waits longer than DAC would (on a fast store with few producers, `T*` is the shorter: a
+//! single producer waits `4 tau`, not a round). Attempts from
 //! `N` desynchronised producers then arrive at about `1 / R` per second, a conflict needs
 //! another attempt inside the fragile window (probability about `1 - exp(-tau / R)`, at most
 //! `1 - exp(-1 / windows)`), and an upload waits about one round until some attempt lists and
@@ -26,10 +29,10 @@
 
 use std::time::Duration;
 
-use crate::model::secs_to_duration;
+use crate::model::{MAX_GAP_SECS, optimal_gap, secs_to_duration};
 use crate::params::DEFAULT_ALPHA;
 use crate::policy::gap_decision;
-use crate::{AttemptOutcome, CommitPolicy, DacError, Decision, Ema};
+use crate::{AttemptOutcome, CommitPolicy, DacError, DacParams, Decision, Ema};
 
 /// The longest gap [`Coop`] ever waits between two of one producer's attempts.
 pub const MAX_COOP_GAP: Duration = Duration::from_secs(3600);
@@ -41,7 +44,7 @@ pub struct CoopParams {
     /// fragile window is short; a TGB becomes visible in about one round. Default 1 s.
     pub interval: Duration,
     /// The round is at least this many fragile windows (`tau_hat`), which bounds the
-    /// conflict probability by about `1 - exp(-1 / windows)`. Default 2.
+    /// conflict probability by about `1 - exp(-1 / windows)`. Default 4 (about 22%).
     pub windows: f64,
     /// Jitter of each producer's gap, as in DAC's equation 10. Default 0.5.
     pub rho: f64,
@@ -53,7 +56,7 @@ impl Default for CoopParams {
     fn default() -> Self {
         Self {
             interval: Duration::from_secs(1),
-            windows: 2.0,
+            windows: 4.0,
             rho: 0.5,
             alpha: DEFAULT_ALPHA,
         }
@@ -136,7 +139,13 @@ impl CommitPolicy for Coop {
         self.ema.observe(outcome.fragile_window.as_secs_f64());
         self.producers = outcome.producers.max(1);
         let n = u32::try_from(self.producers).unwrap_or(u32::MAX);
-        let own = self.round().saturating_mul(n).min(MAX_COOP_GAP);
+        let mut own = self.round().saturating_mul(n).min(MAX_COOP_GAP);
+        // Never wait longer than DAC would (its T* below its 60 s cap is exact).
+        let tau = self.ema.value().unwrap_or(0.0);
+        let t_star = optimal_gap(self.producers, tau, &DacParams::default());
+        if t_star < MAX_GAP_SECS {
+            own = own.min(secs_to_duration(t_star));
+        }
         let u = if u.is_nan() { 0.0 } else { u.clamp(0.0, 1.0) };
         let rho = if self.params.rho.is_finite() {
             self.params.rho.clamp(0.0, 1.0)
@@ -176,7 +185,9 @@ mod tests {
 
     #[test]
     fn the_stream_wide_rate_stays_one_per_round_whatever_n() {
-        for n in [1usize, 8, 32, 128, 1024] {
+        // tau = 120 ms (the simulator's S3 model): DAC's T* is longer than N rounds from
+        // N = 2 on (at N = 1 it is 4 tau = 480 ms).
+        for n in [2usize, 8, 32, 128, 1024] {
             let mut c = Coop::default();
             c.on_attempt(&outcome(120, n), 0.5);
             c.on_attempt(&outcome(120, n), 0.0);
@@ -190,9 +201,32 @@ mod tests {
     fn a_long_fragile_window_stretches_the_round() {
         let mut c = Coop::default();
         c.on_attempt(&outcome(900, 4), 0.0);
-        assert_eq!(c.round(), Duration::from_millis(1800));
+        assert_eq!(c.round(), Duration::from_millis(3600));
         c.on_attempt(&outcome(900, 4), 0.0);
-        assert_eq!(c.gap(), Duration::from_millis(7200));
+        assert_eq!(c.gap(), Duration::from_millis(14_400));
+    }
+
+    #[test]
+    fn it_never_waits_longer_than_dac_would() {
+        for (tau_ms, n) in [(2u64, 1usize), (2, 2), (2, 16), (120, 1), (30, 4)] {
+            let mut c = Coop::default();
+            let mut d = crate::Dac::default();
+            for _ in 0..2 {
+                c.on_attempt(&outcome(tau_ms, n), 0.0);
+                d.on_attempt(&outcome(tau_ms, n), 0.0);
+            }
+            assert!(
+                c.gap() <= d.gap(),
+                "tau {tau_ms} ms, n {n}: {:?} > {:?}",
+                c.gap(),
+                d.gap()
+            );
+        }
+        // A single producer on a fast store: DAC's duty gap, 4 tau, not a round.
+        let mut c = Coop::default();
+        c.on_attempt(&outcome(2, 1), 0.0);
+        c.on_attempt(&outcome(2, 1), 0.0);
+        assert_eq!(c.gap(), Duration::from_millis(8));
     }
 
     #[test]
@@ -200,14 +234,14 @@ mod tests {
         let mut c = Coop::default();
         assert_eq!(c.decide(Duration::ZERO, 0), Decision::NeedMoreData);
         assert_eq!(c.decide(Duration::ZERO, 1), Decision::CommitNow);
-        c.on_attempt(&outcome(100, 2), 1.0);
-        c.on_attempt(&outcome(100, 2), 0.0);
-        assert_eq!(c.gap(), Duration::from_secs(2));
+        c.on_attempt(&outcome(100, 8), 1.0);
+        c.on_attempt(&outcome(100, 8), 0.0);
+        assert_eq!(c.gap(), Duration::from_secs(8));
         assert_eq!(
             c.decide(Duration::from_millis(500), 3),
-            Decision::WaitFor(Duration::from_millis(1500))
+            Decision::WaitFor(Duration::from_millis(7500))
         );
-        assert_eq!(c.decide(Duration::from_secs(2), 3), Decision::CommitNow);
+        assert_eq!(c.decide(Duration::from_secs(8), 3), Decision::CommitNow);
         assert!(c.cooperative());
     }
 

@@ -63,8 +63,9 @@
 //!
 //! [`Coop`] (`coop`) is the cadence of cooperative commits, where a committer also
 //! publishes the uploads of other producers: each of `N` active producers attempts every
-//! `N R`, so the stream attempts about once per round `R` (1 s, or two fragile windows if
-//! longer) and a TGB becomes visible in about a round, whatever `N` (see its module).
+//! `N R` (or DAC's gap when that is shorter), so the stream attempts about once per round
+//! `R` (1 s, or four fragile windows if longer) and a TGB becomes visible in about a round,
+//! whatever `N` (see its module).
 //!
 //! All implement [`CommitPolicy`]; [`PolicyKind`] parses the CLI strings and builds them.
 //!
