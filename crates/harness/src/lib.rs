@@ -11,6 +11,8 @@
 //! | [`demo`] | producers (one killed and restarted), ranks (one crashed and restored), GC; then every rank's steps, every TGB and every byte checked |
 //! | [`load`] | many producers and ranks for minutes with seeded faults on every request; nothing lost, duplicated or reordered |
 //! | [`bench`](mod@bench) | the paper's section 7 experiments as ratios against same-run baselines, with JSON results and SVG plots |
+//! | [`visibility`] | an observer of the manifest chain: how long after its append returned a TGB is listed (visibility latency, drain time) |
+//! | [`rusage`] | CPU time and peak RSS of this process (getrusage) |
 //! | [`progress`] | how a run reports progress to whoever draws it |
 //!
 //! # Features
@@ -24,3 +26,5 @@ pub mod demo;
 pub mod load;
 pub mod payload;
 pub mod progress;
+pub mod rusage;
+pub mod visibility;
