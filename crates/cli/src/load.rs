@@ -35,6 +35,10 @@ pub(crate) struct LoadArgs {
     /// Seed of the fault injection.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Poll interval of the visibility observer, in milliseconds (the resolution of
+    /// the visibility latencies and the drain time).
+    #[arg(long, default_value_t = 20)]
+    observe_poll_ms: u64,
 }
 
 /// Runs `batchweave load`.
@@ -54,6 +58,7 @@ pub(crate) async fn run(a: LoadArgs) -> Result<()> {
         error_rate: a.error_rate,
         slice_bytes: a.slice_bytes,
         seed: a.seed,
+        observe_poll: Duration::from_millis(a.observe_poll_ms.max(1)),
     };
     let stream = open_stream(&a.store).await?;
     let (dp, cp) = cfg.grid();
@@ -84,6 +89,34 @@ pub(crate) async fn run(a: LoadArgs) -> Result<()> {
     println!(
         "  faults injected: {} before, {} after (lost replies); consumer stalls {}; worst p95 fetch {:?}",
         r.faults.before, r.faults.after, r.stalls, r.worst_p95_fetch
+    );
+    let v = &r.visibility;
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "  visibility (append returned -> listed in a manifest; observer polls every {} ms, so each figure is late by up to that plus one manifest read): p50 {:.1} ms, p95 {:.1} ms, max {:.1} ms over {} TGBs",
+        v.poll.as_millis(),
+        ms(v.p50),
+        ms(v.p95),
+        ms(v.max),
+        v.samples
+    );
+    println!(
+        "  drain (last append returned -> last TGB visible): {}; never visible {}, trimmed before observed {}, observer poll errors {}",
+        v.drain()
+            .map_or_else(|| "n/a".to_owned(), |d| format!("{:.1} ms", ms(d))),
+        v.pending,
+        v.unobserved,
+        v.poll_errors
+    );
+    let mb = r.sum(|s| s.bytes_committed) as f64 / 1e6;
+    println!(
+        "  CPU {} (user+sys, whole process: producers and ranks) for {mb:.1} MB committed: {}",
+        r.cpu
+            .map_or_else(|| "n/a".to_owned(), |c| format!("{:.2} s", c.as_secs_f64())),
+        r.cpu_seconds_per_committed_mb().map_or_else(
+            || "n/a".to_owned(),
+            |c| format!("{c:.3} CPU-s per committed MB")
+        )
     );
     println!(
         "  peak RSS {} MiB; {} lost, {} duplicated, {} reordered",

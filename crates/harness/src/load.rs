@@ -1,7 +1,8 @@
 //! The load run (`batchweave load`): many producers and ranks on one stream for
 //! minutes, with seeded fault injection on every request, then a verdict: nothing
-//! lost, duplicated or reordered, every byte verified; and a report of memory,
-//! commits, conflicts and stalls.
+//! lost, duplicated or reordered, every byte verified; and a report of memory, CPU,
+//! commits, conflicts, stalls, visibility latency (append returned -> listed in a
+//! manifest, measured by a [`Observer`]) and drain time.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -13,8 +14,9 @@ use batchweave::store::{FaultRule, FaultStats, FaultStore};
 use batchweave::{MeshConfig, ProducerSettings, ProducerStats, RankConfig, Stream};
 use tokio::task::JoinSet;
 
-use crate::payload;
 use crate::progress::Progress;
+use crate::visibility::{Observer, Recorder, VisibilityReport};
+use crate::{payload, rusage};
 
 /// The shape of a load run (the defaults are `batchweave load`'s).
 #[derive(Debug, Clone, PartialEq)]
@@ -32,6 +34,8 @@ pub struct LoadConfig {
     pub slice_bytes: usize,
     /// Seed of the fault injection and the producers' jitter.
     pub seed: u64,
+    /// Poll interval of the visibility observer (the resolution of its latencies).
+    pub observe_poll: Duration,
 }
 
 impl Default for LoadConfig {
@@ -43,6 +47,7 @@ impl Default for LoadConfig {
             error_rate: 0.01,
             slice_bytes: 2048,
             seed: 1,
+            observe_poll: Duration::from_millis(20),
         }
     }
 }
@@ -75,6 +80,15 @@ pub struct LoadReport {
     pub worst_p95_fetch: Duration,
     /// Peak resident memory of this process, KiB (0 where unknown).
     pub peak_rss_kib: u64,
+    /// CPU time (user + system) of the whole process during the run, producers and
+    /// ranks together (`None` where getrusage is unavailable).
+    pub cpu: Option<Duration>,
+    /// Visibility latency of every appended TGB, from an observer polling the chain
+    /// every [`LoadConfig::observe_poll`] on its own handle of the store (no faults
+    /// injected), stopped once every producer has closed; its
+    /// [`drain`](VisibilityReport::drain) is the time from the last append's return
+    /// to the last TGB's visibility.
+    pub visibility: VisibilityReport,
     /// Committed TGBs that rank 0 never saw.
     pub lost: usize,
     /// TGBs rank 0 saw more than once.
@@ -99,6 +113,12 @@ impl LoadReport {
     /// The sum of one statistic over the producers.
     pub fn sum(&self, f: impl Fn(&ProducerStats) -> u64) -> u64 {
         self.producers.iter().map(f).sum()
+    }
+
+    /// Process CPU seconds per committed MB (10^6 bytes of TGB objects).
+    pub fn cpu_seconds_per_committed_mb(&self) -> Option<f64> {
+        let mb = self.sum(|s| s.bytes_committed) as f64 / 1e6;
+        self.cpu.filter(|_| mb > 0.0).map(|c| c.as_secs_f64() / mb)
     }
 }
 
@@ -146,6 +166,10 @@ pub async fn run(base: &Stream, a: &LoadConfig, progress: &dyn Progress) -> Resu
     let stop_producing = Arc::new(AtomicBool::new(false));
     let final_total = Arc::new(AtomicU64::new(u64::MAX));
     let consumed = Arc::new(AtomicU64::new(0));
+    let usage0 = rusage::now();
+    // The observer reads the base store: no faults on its reads, and not counted in the
+    // fault injector's statistics.
+    let observer = Observer::start(base.store(), a.observe_poll).await?;
     let t0 = Instant::now();
 
     let mut producers: JoinSet<Result<ProducerStats>> = JoinSet::new();
@@ -155,6 +179,7 @@ pub async fn run(base: &Stream, a: &LoadConfig, progress: &dyn Progress) -> Resu
             a.clone(),
             i,
             stop_producing.clone(),
+            observer.recorder(),
         ));
     }
     let mut ranks: JoinSet<Result<RankResult>> = JoinSet::new();
@@ -186,6 +211,8 @@ pub async fn run(base: &Stream, a: &LoadConfig, progress: &dyn Progress) -> Resu
     while let Some(r) = producers.join_next().await {
         pstats.push(r.context("producer task panicked")??);
     }
+    // Every producer closed (flushed): all it appended is visible.
+    let vis = observer.finish().await?;
     let total: u64 = pstats.iter().map(|s| s.tgbs_committed).sum();
     final_total.store(total, Ordering::Relaxed);
     let mut logs: BTreeMap<u32, Vec<(String, u64)>> = BTreeMap::new();
@@ -209,6 +236,10 @@ pub async fn run(base: &Stream, a: &LoadConfig, progress: &dyn Progress) -> Resu
             .max()
             .unwrap_or_default(),
         peak_rss_kib: peak_rss_kib(),
+        cpu: rusage::now()
+            .zip(usage0)
+            .map(|(now, then)| now.cpu_since(&then)),
+        visibility: vis,
         producers: pstats,
         lost,
         duplicated,
@@ -218,13 +249,16 @@ pub async fn run(base: &Stream, a: &LoadConfig, progress: &dyn Progress) -> Resu
 }
 
 /// Producer `i` (`load-{i}`): appends TGBs of the synthetic payload, one per source
-/// offset, until `stop`, then closes (which flushes).
+/// offset, until `stop`, recording when each append returned, then closes (which
+/// flushes).
 async fn producer(
     stream: Stream,
     a: LoadConfig,
     i: u32,
     stop: Arc<AtomicBool>,
+    rec: Recorder,
 ) -> Result<ProducerStats> {
+    let clock = stream.store().clock().clone();
     let (dp, cp) = a.grid();
     let id = format!("load-{i}");
     let settings = ProducerSettings {
@@ -239,13 +273,15 @@ async fn producer(
     let mut seq = p.committed_offset();
     while !stop.load(Ordering::Relaxed) {
         seq += 1;
-        p.append(
-            dp,
-            cp,
-            payload::tgb_slices(&id, seq, dp, cp, a.slice_bytes),
-            seq,
-        )
-        .await?;
+        let receipt = p
+            .append(
+                dp,
+                cp,
+                payload::tgb_slices(&id, seq, dp, cp, a.slice_bytes),
+                seq,
+            )
+            .await?;
+        rec.record_upload(receipt.key, clock.now());
     }
     Ok(p.close().await?)
 }
@@ -330,10 +366,19 @@ mod tests {
             error_rate: 0.05,
             slice_bytes: 64,
             seed: 3,
+            observe_poll: Duration::from_millis(20),
         };
         let r = run(&stream, &cfg, &NoProgress).await.unwrap();
         assert!(r.passed(), "{r:?}");
         assert!(r.committed() > 0 && r.rank_steps >= r.committed(), "{r:?}");
+        let v = &r.visibility;
+        assert_eq!(
+            v.uploads,
+            r.committed(),
+            "every committed TGB was recorded: {v:?}"
+        );
+        assert_eq!((v.samples, v.pending), (v.uploads, 0), "{v:?}");
+        assert!(v.drain().is_some() && v.p95 <= v.max, "{v:?}");
         assert!(
             r.faults.before + r.faults.after > 0,
             "faults were injected: {r:?}"
