@@ -219,6 +219,7 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
             x_label: "world size".into(),
             y_label: "bytes fetched / delivered".into(),
             series: vec![amp_range, amp_dense],
+            ..Default::default()
         });
     }
     bar.finish();

@@ -293,6 +293,7 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
             x_label: "payload MB".into(),
             y_label: "% over dummy".into(),
             series: lines,
+            ..Default::default()
         }]),
     })
 }

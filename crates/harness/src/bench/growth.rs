@@ -259,6 +259,7 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
             x_label: "manifest version".into(),
             y_label: "tau (ms)".into(),
             series: vec![series(true), series(false)],
+            ..Default::default()
         }]),
     })
 }

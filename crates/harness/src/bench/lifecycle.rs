@@ -226,6 +226,7 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
             x_label: "consumer step".into(),
             y_label: "MB stored".into(),
             series: vec![line("with GC", &with), line("without GC", &without)],
+            ..Default::default()
         }]),
     })
 }

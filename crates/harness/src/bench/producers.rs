@@ -167,6 +167,7 @@ pub(crate) async fn producers(env: Env) -> anyhow::Result<Outcome> {
             x_label: "producers".into(),
             y_label: "MB/s".into(),
             series: lines,
+            ..Default::default()
         });
     }
     bar.finish();
@@ -359,6 +360,7 @@ pub(crate) async fn dac(env: Env) -> anyhow::Result<Outcome> {
         x_label: "seconds".into(),
         y_label: y.into(),
         series,
+        ..Default::default()
     };
     let size = size_label(payload);
     let summary_single = single.summary();
