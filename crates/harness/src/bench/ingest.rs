@@ -1,17 +1,20 @@
 //! One ingestion run: N producers appending same-size TGBs for a fixed
-//! window under one commit policy, and the raw-PUT baseline of the same shape.
+//! window under one commit policy (optionally with a visibility observer), and the
+//! raw-PUT baseline of the same shape.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
+use batchweave::producer::ProducerBuilder;
 use batchweave::store::StreamStore;
 use batchweave::tgb::encode_tgb;
-use batchweave::{GcSettings, PolicyKind, ProducerSettings, ProducerStats, Stream};
+use batchweave::{GcSettings, PolicyKind, Producer, ProducerSettings, ProducerStats, Stream};
 use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::env::{Env, spawn_reaper};
+use crate::visibility::{Observer, VisibilityReport};
 
 /// The shape of one run.
 #[derive(Debug, Clone, Copy)]
@@ -29,12 +32,34 @@ pub(crate) struct Shape {
     /// The paper's producer model: one worker uploads and commits, so commit
     /// attempts stall uploads ([`ProducerSettings::single_worker`]).
     pub(crate) single_worker: bool,
+    /// Run a visibility [`Observer`] polling every this often. It samples the TGBs
+    /// whose append returned after the warmup and before the last tenth of the window
+    /// (those could not become visible before the window closes under any policy).
+    pub(crate) observe: Option<Duration>,
+    /// Open every producer (claim its epoch) before the run starts, one after the
+    /// other, for at most this long on the store's clock; `None`: each producer opens
+    /// inside the run (the claims are part of the warmup). One at a time because N
+    /// producers claiming at once conflict with each other: about N^2 / 2 requests, which
+    /// at N = 1024 costs minutes of wall time on the simulator and measures nothing of
+    /// interest here.
+    pub(crate) open_first: Option<Duration>,
+}
+
+/// How a producer task gets its producer.
+enum Start {
+    /// Opens it inside the run (bounded by the run's end).
+    Open(ProducerBuilder),
+    /// Opened before the run.
+    Ready(Producer),
+    /// Did not open before the run within [`Shape::open_first`].
+    Never,
 }
 
 /// Cumulative totals over all producers at one instant.
 #[derive(Debug, Clone, Copy, Default)]
 struct Totals {
     bytes: u64,
+    tgbs: u64,
     attempts: u64,
     successes: u64,
 }
@@ -43,6 +68,7 @@ impl Totals {
     fn of(stats: &[ProducerStats]) -> Self {
         stats.iter().fold(Self::default(), |t, s| Self {
             bytes: t.bytes + s.bytes_committed,
+            tgbs: t.tgbs + s.tgbs_committed,
             attempts: t.attempts + s.attempts,
             successes: t.successes + s.successes,
         })
@@ -64,6 +90,19 @@ pub(crate) struct Ingest {
     pub(crate) tau: Option<f64>,
     /// Mean of the producers' commit gaps at the end (zero for count-based policies).
     pub(crate) gap: Duration,
+    /// TGBs committed over the whole run (warmup included).
+    pub(crate) tgbs_committed: u64,
+    /// Store requests of the producers over the whole run (the trimmer, the reaper and
+    /// the observer use handles of their own).
+    pub(crate) requests: u64,
+    /// The observer's report, with [`Shape::observe`].
+    pub(crate) visibility: Option<VisibilityReport>,
+    /// When the producers were told to stop (the end of the window).
+    pub(crate) end: Option<Instant>,
+    /// Producers that finished opening (claiming their epoch) before the end.
+    pub(crate) opened: usize,
+    /// With [`Shape::open_first`]: how long opening every producer took.
+    pub(crate) open_time: Option<Duration>,
 }
 
 fn tgb_body(payload: usize) -> anyhow::Result<(Vec<Bytes>, u64)> {
@@ -80,12 +119,11 @@ pub(crate) async fn ingest(env: &Env, shape: Shape, policy: PolicyKind) -> anyho
     let clock = fresh.store.clock().clone();
     let slots: Arc<Vec<Mutex<ProducerStats>>> =
         Arc::new((0..shape.producers).map(|_| Mutex::default()).collect());
-    let start = clock.now();
-    let end = start + shape.warmup + shape.window;
-    let enc = encode_tgb(1, 1, vec![Bytes::from(vec![0x5a; shape.payload])])?;
-    let trimmer = spawn_trimmer(&stream, Duration::from_secs(1));
-    let mut tasks = Vec::with_capacity(shape.producers);
-    for i in 0..shape.producers {
+    let observer = match shape.observe {
+        Some(poll) => Some(Observer::start(&fresh.store, poll).await?),
+        None => None,
+    };
+    let builders = (0..shape.producers).map(|i| {
         let settings = ProducerSettings {
             policy,
             // References only (the objects are uploaded): let every policy
@@ -95,10 +133,45 @@ pub(crate) async fn ingest(env: &Env, shape: Shape, policy: PolicyKind) -> anyho
             single_worker: shape.single_worker,
             ..Default::default()
         };
-        let builder = stream.producer(format!("p{i:04}")).settings(settings);
+        stream.producer(format!("p{i:04}")).settings(settings)
+    });
+    let (starts, open_time): (Vec<Start>, _) = match shape.open_first {
+        None => (builders.map(Start::Open).collect(), None),
+        Some(limit) => {
+            let until = clock.now() + limit;
+            let t0 = clock.now();
+            let mut starts = Vec::with_capacity(shape.producers);
+            for b in builders {
+                let left = until.saturating_duration_since(clock.now());
+                starts.push(tokio::select! {
+                    r = b.open() => Start::Ready(r?),
+                    () = clock.sleep(left) => Start::Never,
+                });
+            }
+            (starts, Some(clock.now().saturating_duration_since(t0)))
+        }
+    };
+    let start = clock.now();
+    let end = start + shape.warmup + shape.window;
+    let sampled = (start + shape.warmup, end - shape.window / 10);
+    let enc = encode_tgb(1, 1, vec![Bytes::from(vec![0x5a; shape.payload])])?;
+    let trimmer = spawn_trimmer(&stream, Duration::from_secs(1));
+    let mut tasks = Vec::with_capacity(shape.producers);
+    for (i, how) in starts.into_iter().enumerate() {
         let (slots, enc, clock) = (slots.clone(), enc.clone(), clock.clone());
+        let rec = observer.as_ref().map(Observer::recorder);
         tasks.push(tokio::spawn(async move {
-            let mut p = builder.open().await?;
+            // Opening claims an epoch (a commit attempt): under heavy contention it can
+            // outlast the run, so it is bounded by the run's end too.
+            let left = end.saturating_duration_since(clock.now());
+            let mut p = match how {
+                Start::Ready(p) => p,
+                Start::Never => return anyhow::Ok(None),
+                Start::Open(builder) => tokio::select! {
+                    r = builder.open() => r?,
+                    () = clock.sleep(left) => return anyhow::Ok(None),
+                },
+            };
             let mut offset = 0u64;
             loop {
                 let left = end.saturating_duration_since(clock.now());
@@ -106,9 +179,15 @@ pub(crate) async fn ingest(env: &Env, shape: Shape, policy: PolicyKind) -> anyho
                     break;
                 }
                 offset += 1;
-                tokio::select! {
-                    r = p.append_encoded(enc.clone(), offset) => { r?; }
+                let receipt = tokio::select! {
+                    r = p.append_encoded(enc.clone(), offset) => r?,
                     () = clock.sleep(left) => break,
+                };
+                if let Some(rec) = &rec {
+                    let now = clock.now();
+                    if now >= sampled.0 && now <= sampled.1 {
+                        rec.record_upload(receipt.key, now);
+                    }
                 }
                 if let Ok(mut s) = slots[i].lock() {
                     *s = p.stats();
@@ -118,7 +197,7 @@ pub(crate) async fn ingest(env: &Env, shape: Shape, policy: PolicyKind) -> anyho
             if let Ok(mut s) = slots[i].lock() {
                 *s = last.clone();
             }
-            anyhow::Ok(last)
+            anyhow::Ok(Some(last))
         }));
     }
     let total = shape.warmup + shape.window;
@@ -143,8 +222,19 @@ pub(crate) async fn ingest(env: &Env, shape: Shape, policy: PolicyKind) -> anyho
     }
     let mut finals = Vec::with_capacity(tasks.len());
     for t in tasks {
-        finals.push(t.await.context("producer task")??);
+        // `None`: the producer was still opening when the run ended.
+        if let Some(s) = t.await.context("producer task")?? {
+            finals.push(s);
+        }
     }
+    let visibility = match observer {
+        Some(o) => Some(o.finish().await?),
+        None => None,
+    };
+    let requests = {
+        let c = fresh.store.stats();
+        c.read_requests() + c.write_requests() + c.lists
+    };
     if let Some(r) = reaper {
         r.abort();
     }
@@ -181,6 +271,12 @@ pub(crate) async fn ingest(env: &Env, shape: Shape, policy: PolicyKind) -> anyho
     env.discard(fresh);
     Ok(Ingest {
         gap,
+        tgbs_committed: fin.tgbs,
+        requests,
+        visibility,
+        end: Some(end),
+        opened: finals.len(),
+        open_time,
         bytes_per_sec: fin.bytes.saturating_sub(at_warmup.bytes) as f64
             / shape.window.as_secs_f64().max(1e-9),
         success: if attempts == 0 {
@@ -202,9 +298,10 @@ pub(crate) async fn ingest(env: &Env, shape: Shape, policy: PolicyKind) -> anyho
 /// cause it: every `every`, the GC boundary's low-water step moves to the
 /// newest version's end, so commits drop older descriptors and manifests
 /// track the retained window (nothing is deleted here; on the simulator the
-/// reaper discards TGB bodies).
+/// reaper discards TGB bodies). Its requests go through a handle of its own, so
+/// `stream`'s counters do not see them.
 pub(crate) fn spawn_trimmer(stream: &Stream, every: Duration) -> tokio::task::JoinHandle<()> {
-    let stream = stream.clone();
+    let stream = Stream::from_store(stream.store().map_backend(|b| b));
     tokio::spawn(async move {
         let clock = stream.store().clock().clone();
         let gc = stream.reclaimer(GcSettings::default());

@@ -110,6 +110,8 @@ pub(crate) async fn producers(env: Env) -> anyhow::Result<Outcome> {
                 warmup,
                 buckets: 10,
                 single_worker: false,
+                observe: None,
+                open_first: None,
             };
             bar.set_message(format!("N={n} {} raw PUT", size_label(size)));
             let raw = raw_put(&env, shape).await?;
@@ -326,6 +328,8 @@ pub(crate) async fn dac(env: Env) -> anyhow::Result<Outcome> {
         warmup,
         buckets: 40,
         single_worker: true,
+        observe: None,
+        open_first: None,
     };
     let pols = policies()?;
     let bar = env.meter(2 * pols.len() as u64, "dac");
