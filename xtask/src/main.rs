@@ -148,6 +148,7 @@ fn bench(quick: bool) -> Result<()> {
         "lifecycle",
         "exactly-once",
         "manifest-growth",
+        "visibility",
     ] {
         let json = std::fs::read_to_string(out.join(format!("{name}.json")))
             .with_context(|| format!("bench {name} wrote no JSON"))?;

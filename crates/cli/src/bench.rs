@@ -25,6 +25,8 @@ pub(crate) enum Which {
     ExactlyOnce,
     /// Fragile window at version 1k vs 100k, trimming on and off.
     ManifestGrowth,
+    /// Visibility latency (append returned -> listed) vs producers, per commit policy.
+    Visibility,
     /// All of the above, in this order.
     All,
 }
@@ -39,6 +41,7 @@ impl Which {
             Self::Lifecycle => vec![W::Lifecycle],
             Self::ExactlyOnce => vec![W::ExactlyOnce],
             Self::ManifestGrowth => vec![W::ManifestGrowth],
+            Self::Visibility => vec![W::Visibility],
             Self::All => W::ALL.to_vec(),
         }
     }
@@ -70,6 +73,10 @@ pub(crate) struct BenchArgs {
     /// Root seed of the simulation (latency jitter, producer jitter).
     #[arg(long, default_value_t = 7)]
     seed: u64,
+    /// Commit policies `bench visibility` compares, comma-separated (default:
+    /// dac,coop); a name that does not parse is skipped with a note.
+    #[arg(long, value_delimiter = ',')]
+    policies: Vec<String>,
 }
 
 /// Why `--sim` is refused by a binary built without the feature.
@@ -85,10 +92,13 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<()> {
         bail!(NO_SIM);
     }
     let store = if sim { None } else { args.store.clone() };
-    let env = Env::new(sim, args.quick, store, args.seed)?.with_progress(Bars::new(
+    let mut env = Env::new(sim, args.quick, store, args.seed)?.with_progress(Bars::new(
         "{prefix:>16} [{bar:30}] {pos}/{len} {elapsed_precise} {msg}",
         true,
     ));
+    if !args.policies.is_empty() {
+        env = env.with_policies(args.policies.clone());
+    }
     let mut all = serde_json::Map::new();
     for which in args.which.expand() {
         let name = which.name();

@@ -35,6 +35,9 @@ pub struct Env {
     pub(crate) quick: bool,
     /// Root seed (latency jitter, producer jitter).
     pub(crate) seed: u64,
+    /// The commit policies `bench visibility` compares (CLI spelling); `None`: its
+    /// default list.
+    pub(crate) policies: Option<Vec<String>>,
     base: Arc<Base>,
     next: Arc<AtomicU64>,
     progress: Arc<dyn Progress>,
@@ -46,6 +49,7 @@ impl std::fmt::Debug for Env {
             .field("sim", &self.sim)
             .field("quick", &self.quick)
             .field("seed", &self.seed)
+            .field("policies", &self.policies)
             .field("base", &self.base)
             .finish_non_exhaustive()
     }
@@ -98,6 +102,7 @@ impl Env {
             sim,
             quick,
             seed,
+            policies: None,
             base: Arc::new(base),
             next: Arc::new(AtomicU64::new(0)),
             progress: Arc::new(NoProgress),
@@ -107,6 +112,14 @@ impl Env {
     /// Reports the benches' progress to `progress` (default: nowhere).
     pub fn with_progress(mut self, progress: Arc<dyn Progress>) -> Self {
         self.progress = progress;
+        self
+    }
+
+    /// The commit policies `bench visibility` compares, by name as
+    /// [`PolicyKind`](batchweave::PolicyKind) parses them (a name that does not parse is
+    /// skipped with a note). Other benches ignore it.
+    pub fn with_policies(mut self, names: Vec<String>) -> Self {
+        self.policies = Some(names);
         self
     }
 

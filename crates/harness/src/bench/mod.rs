@@ -17,6 +17,7 @@
 //! | `lifecycle` | figure 9 | `reduction`, `bound_held` |
 //! | `exactly-once` | figure 8 | `overhead` |
 //! | `manifest-growth` | section 5.2 | `ratio_tau_100k_vs_1k` |
+//! | `visibility` | issue #16 | `visibility_p50_s`, `visibility_p95_s`, `requests_per_tgb` per policy and point |
 
 mod consumers;
 mod env;
@@ -26,6 +27,7 @@ mod ingest;
 mod lifecycle;
 mod plot;
 mod producers;
+mod visibility;
 
 use std::path::{Path, PathBuf};
 
@@ -58,17 +60,21 @@ pub enum Which {
     ExactlyOnce,
     /// Section 5.2: the fragile window at version 1k vs 100k, trimming on and off.
     ManifestGrowth,
+    /// Issue #16: visibility latency (append returned -> listed) against the number of
+    /// producers, per commit policy.
+    Visibility,
 }
 
 impl Which {
     /// Every experiment, in the order `bench all` runs them.
-    pub const ALL: [Which; 6] = [
+    pub const ALL: [Which; 7] = [
         Self::Producers,
         Self::Dac,
         Self::Consumers,
         Self::Lifecycle,
         Self::ExactlyOnce,
         Self::ManifestGrowth,
+        Self::Visibility,
     ];
 
     /// The experiment's name: `<out>/<name>.json`, and the `bench` field of its result.
@@ -80,6 +86,7 @@ impl Which {
             Self::Lifecycle => "lifecycle",
             Self::ExactlyOnce => "exactly-once",
             Self::ManifestGrowth => "manifest-growth",
+            Self::Visibility => "visibility",
         }
     }
 }
@@ -151,6 +158,7 @@ async fn dispatch(which: Which, env: Env) -> anyhow::Result<Outcome> {
         Which::Lifecycle => lifecycle::run(env).await,
         Which::ExactlyOnce => exactly_once::run(env).await,
         Which::ManifestGrowth => growth::run(env).await,
+        Which::Visibility => visibility::run(env).await,
     }
 }
 
@@ -193,6 +201,6 @@ mod tests {
         assert_eq!(size_label(10_000_000), "10MB");
         assert_eq!(size_label(1234), "1234B");
         let names: std::collections::HashSet<_> = Which::ALL.iter().map(|w| w.name()).collect();
-        assert_eq!(names.len(), 6, "every experiment has its own name");
+        assert_eq!(names.len(), 7, "every experiment has its own name");
     }
 }

@@ -22,7 +22,7 @@ fn policies() -> anyhow::Result<Vec<(String, PolicyKind)>> {
 /// DAC's expected gap at `n` producers with a fragile window `tau`
 /// (equation 7 with epsilon = 0.05): every window must span several gaps,
 /// or DAC has not committed yet when the window closes.
-fn dac_gap(n: usize, tau: Duration) -> Duration {
+pub(crate) fn dac_gap(n: usize, tau: Duration) -> Duration {
     tau.mul_f64((n.saturating_sub(1)) as f64 / -(1.0f64 - 0.05).ln())
 }
 
@@ -30,7 +30,7 @@ fn dac_gap(n: usize, tau: Duration) -> Duration {
 /// producers on the simulator's default latency model (`tau_ms` in
 /// `dac.json`: refresh GET + conditional create, about 100 ms), or 5 ms on a
 /// real store on loopback.
-fn assumed_tau(env: &Env) -> Duration {
+pub(crate) fn assumed_tau(env: &Env) -> Duration {
     if env.sim {
         Duration::from_millis(100)
     } else {
