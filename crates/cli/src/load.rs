@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use anyhow::{Result, bail, ensure};
+use anyhow::{Context, Result, bail, ensure};
 use batchweave_harness::load::{self, LoadConfig};
 
 use crate::bars::Bars;
@@ -39,6 +39,10 @@ pub(crate) struct LoadArgs {
     /// the visibility latencies and the drain time).
     #[arg(long, default_value_t = 20)]
     observe_poll_ms: u64,
+    /// The producers' commit policy: `coop`, `dac`, `naive`, `fixed:K`, `incr` or `aimd`
+    /// (default: the library's).
+    #[arg(long)]
+    policy: Option<String>,
 }
 
 /// Runs `batchweave load`.
@@ -51,7 +55,12 @@ pub(crate) async fn run(a: LoadArgs) -> Result<()> {
         (0.0..0.5).contains(&a.error_rate),
         "--error-rate must be in [0, 0.5)"
     );
+    let policy: batchweave::PolicyKind = match &a.policy {
+        None => batchweave::PolicyKind::default(),
+        Some(p) => p.parse().with_context(|| format!("--policy {p:?}"))?,
+    };
     let cfg = LoadConfig {
+        policy,
         producers: a.producers,
         ranks: a.ranks,
         duration: Duration::from_secs(a.duration_secs),
@@ -63,7 +72,7 @@ pub(crate) async fn run(a: LoadArgs) -> Result<()> {
     let stream = open_stream(&a.store).await?;
     let (dp, cp) = cfg.grid();
     println!(
-        "load: {} producers, {} ranks (DP={dp} x CP={cp}), {} s, error rate {}, store {}",
+        "load: {} producers ({policy}), {} ranks (DP={dp} x CP={cp}), {} s, error rate {}, store {}",
         a.producers, a.ranks, a.duration_secs, a.error_rate, a.store
     );
     let bars = Bars::new("{prefix:>8} [{bar:40}] {pos}/{len} s {msg}", true);

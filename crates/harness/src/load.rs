@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use batchweave::store::{FaultRule, FaultStats, FaultStore};
-use batchweave::{MeshConfig, ProducerSettings, ProducerStats, RankConfig, Stream};
+use batchweave::{MeshConfig, PolicyKind, ProducerSettings, ProducerStats, RankConfig, Stream};
 use tokio::task::JoinSet;
 
 use crate::progress::Progress;
@@ -36,6 +36,8 @@ pub struct LoadConfig {
     pub seed: u64,
     /// Poll interval of the visibility observer (the resolution of its latencies).
     pub observe_poll: Duration,
+    /// The producers' commit policy.
+    pub policy: PolicyKind,
 }
 
 impl Default for LoadConfig {
@@ -48,6 +50,7 @@ impl Default for LoadConfig {
             slice_bytes: 2048,
             seed: 1,
             observe_poll: Duration::from_millis(20),
+            policy: PolicyKind::default(),
         }
     }
 }
@@ -262,6 +265,7 @@ async fn producer(
     let (dp, cp) = a.grid();
     let id = format!("load-{i}");
     let settings = ProducerSettings {
+        policy: a.policy,
         seed: Some(a.seed ^ u64::from(i)),
         ..Default::default()
     };
@@ -358,30 +362,33 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_short_load_with_faults_loses_nothing() {
-        let stream = Stream::open("memory:///").await.unwrap();
-        let cfg = LoadConfig {
-            producers: 3,
-            ranks: 4,
-            duration: Duration::from_secs(2),
-            error_rate: 0.05,
-            slice_bytes: 64,
-            seed: 3,
-            observe_poll: Duration::from_millis(20),
-        };
-        let r = run(&stream, &cfg, &NoProgress).await.unwrap();
-        assert!(r.passed(), "{r:?}");
-        assert!(r.committed() > 0 && r.rank_steps >= r.committed(), "{r:?}");
-        let v = &r.visibility;
-        assert_eq!(
-            v.uploads,
-            r.committed(),
-            "every committed TGB was recorded: {v:?}"
-        );
-        assert_eq!((v.samples, v.pending), (v.uploads, 0), "{v:?}");
-        assert!(v.drain().is_some() && v.p95 <= v.max, "{v:?}");
-        assert!(
-            r.faults.before + r.faults.after > 0,
-            "faults were injected: {r:?}"
-        );
+        for policy in ["coop", "dac"] {
+            let stream = Stream::open("memory:///").await.unwrap();
+            let cfg = LoadConfig {
+                producers: 3,
+                ranks: 4,
+                duration: Duration::from_secs(2),
+                error_rate: 0.05,
+                slice_bytes: 64,
+                seed: 3,
+                observe_poll: Duration::from_millis(20),
+                policy: policy.parse().unwrap(),
+            };
+            let r = run(&stream, &cfg, &NoProgress).await.unwrap();
+            assert!(r.passed(), "{r:?}");
+            assert!(r.committed() > 0 && r.rank_steps >= r.committed(), "{r:?}");
+            let v = &r.visibility;
+            assert_eq!(
+                v.uploads,
+                r.committed(),
+                "every committed TGB was recorded: {v:?}"
+            );
+            assert_eq!((v.samples, v.pending), (v.uploads, 0), "{v:?}");
+            assert!(v.drain().is_some() && v.p95 <= v.max, "{v:?}");
+            assert!(
+                r.faults.before + r.faults.after > 0,
+                "faults were injected: {r:?}"
+            );
+        }
     }
 }

@@ -206,24 +206,79 @@ impl Env {
     }
 }
 
-/// On the simulator, deletes every TGB object every `every` (virtual time)
-/// straight from the backend, so that long ingestion runs do not keep
-/// gigabytes in memory; the producer never reads its TGBs back. Stops when
-/// the returned handle is aborted or dropped with the runtime.
-pub(crate) fn spawn_reaper(fresh: &Fresh, every: Duration) -> Option<tokio::task::JoinHandle<()>> {
+/// On the simulator, deletes TGB objects straight from the backend every `every`
+/// (virtual time), so that long ingestion runs do not keep gigabytes in memory; the
+/// producer never reads its TGBs back. With `keep` zero, everything goes at each pass.
+/// Otherwise an object goes once the newest manifest version lists it as committed (as GC
+/// deletes what consumers that keep up have read, a little later), or once it has been
+/// listed for `keep` uncommitted. A cooperative committer finds other producers' uploads
+/// by listing them, so `keep` must cover several rounds. Stops when the returned handle is
+/// aborted or dropped with the runtime.
+pub(crate) fn spawn_reaper(
+    fresh: &Fresh,
+    every: Duration,
+    keep: Duration,
+) -> Option<tokio::task::JoinHandle<()>> {
+    use batchweave::manifest::{DecodeLimits, MANIFEST_DIR, decode_manifest, parse_tgb_key};
     let mem = fresh.mem.clone()?;
     let clock = fresh.store.clock().clone();
+    let root = fresh.store.prefix().trim_matches('/').to_owned();
+    let under = move |rel: &str| -> Path {
+        if root.is_empty() {
+            Path::from(rel)
+        } else {
+            Path::from(format!("{root}/{rel}"))
+        }
+    };
     Some(tokio::spawn(async move {
-        let prefix = Path::from("tgb");
+        let prefix = under("tgb");
+        let manifests = under(MANIFEST_DIR.trim_end_matches('/'));
+        let tgb_root = format!("{prefix}/");
+        // When the reaper first saw each uncommitted object (virtual time).
+        let mut seen: std::collections::HashMap<Path, tokio::time::Instant> =
+            std::collections::HashMap::new();
         loop {
             clock.sleep(every).await;
+            let now = clock.now();
+            let newest = if keep.is_zero() {
+                None
+            } else {
+                let metas: Vec<_> = mem
+                    .list(Some(&manifests))
+                    .filter_map(|m| async move { m.ok().map(|m| m.location) })
+                    .collect()
+                    .await;
+                match metas.into_iter().max() {
+                    Some(k) => match mem.get(&k).await {
+                        Ok(r) => r
+                            .bytes()
+                            .await
+                            .ok()
+                            .and_then(|b| decode_manifest(&b, &DecodeLimits::default()).ok()),
+                        Err(_) => None,
+                    },
+                    None => None,
+                }
+            };
             let keys: Vec<Path> = mem
                 .list(Some(&prefix))
                 .filter_map(|m| async move { m.ok().map(|m| m.location) })
                 .collect()
                 .await;
             for k in keys {
-                let _ = mem.delete(&k).await;
+                let rel = format!("tgb/{}", k.as_ref().strip_prefix(&tgb_root).unwrap_or(""));
+                let committed = newest.as_ref().is_some_and(|m| {
+                    parse_tgb_key(&rel).is_some_and(|(p, e, s)| {
+                        m.producers.get(p).is_some_and(|st| {
+                            e < st.epoch || (e == st.epoch && s <= st.last_sequence)
+                        })
+                    })
+                });
+                let first = *seen.entry(k.clone()).or_insert(now);
+                if committed || now.saturating_duration_since(first) >= keep {
+                    let _ = mem.delete(&k).await;
+                    seen.remove(&k);
+                }
             }
         }
     }))

@@ -114,7 +114,14 @@ fn tgb_body(payload: usize) -> anyhow::Result<(Vec<Bytes>, u64)> {
 /// Runs `shape` under `policy` on a fresh stream.
 pub(crate) async fn ingest(env: &Env, shape: Shape, policy: PolicyKind) -> anyhow::Result<Ingest> {
     let fresh = env.fresh("ingest").await?;
-    let reaper = spawn_reaper(&fresh, Duration::from_millis(250));
+    // A cooperative committer finds other producers' uploads by listing them: the reaper
+    // keeps uncommitted uploads for a minute (GC's orphan grace is an hour).
+    let keep = if policy.build().cooperative() {
+        Duration::from_secs(60)
+    } else {
+        Duration::ZERO
+    };
+    let reaper = spawn_reaper(&fresh, Duration::from_millis(250), keep);
     let stream = Stream::from_store(fresh.store.clone());
     let clock = fresh.store.clock().clone();
     let slots: Arc<Vec<Mutex<ProducerStats>>> =
@@ -200,8 +207,21 @@ pub(crate) async fn ingest(env: &Env, shape: Shape, policy: PolicyKind) -> anyho
             anyhow::Ok(Some(last))
         }));
     }
+    // The stream's own count of committed TGBs (the newest version's total), read on a
+    // handle of its own: under cooperative commits a producer learns late that others
+    // published its TGBs, so its statistics lag the stream.
+    let truth = Stream::from_store(fresh.store.map_backend(|b| b)).reclaimer(GcSettings::default());
+    let committed_now = || async {
+        truth
+            .newest_manifest()
+            .await
+            .ok()
+            .flatten()
+            .map_or(0, |m| m.total_tgbs)
+    };
     let total = shape.warmup + shape.window;
     let step = total / u32::try_from(shape.buckets.max(1)).unwrap_or(1);
+    let mut stream_at_warmup = 0u64;
     let mut marks = vec![(0.0, Totals::default())];
     let mut at_warmup = Totals::default();
     let mut t = start;
@@ -217,9 +237,11 @@ pub(crate) async fn ingest(env: &Env, shape: Shape, policy: PolicyKind) -> anyho
         let now = Totals::of(&snap);
         if t.saturating_duration_since(start) <= shape.warmup {
             at_warmup = now;
+            stream_at_warmup = committed_now().await;
         }
         marks.push((t.saturating_duration_since(start).as_secs_f64(), now));
     }
+    let stream_at_end = committed_now().await;
     let mut finals = Vec::with_capacity(tasks.len());
     for t in tasks {
         // `None`: the producer was still opening when the run ended.
@@ -271,13 +293,15 @@ pub(crate) async fn ingest(env: &Env, shape: Shape, policy: PolicyKind) -> anyho
     env.discard(fresh);
     Ok(Ingest {
         gap,
-        tgbs_committed: fin.tgbs,
+        tgbs_committed: stream_at_end.max(fin.tgbs),
         requests,
         visibility,
         end: Some(end),
         opened: finals.len(),
         open_time,
-        bytes_per_sec: fin.bytes.saturating_sub(at_warmup.bytes) as f64
+        // Every TGB of the run has the same size.
+        bytes_per_sec: stream_at_end.saturating_sub(stream_at_warmup) as f64
+            * enc.object_size as f64
             / shape.window.as_secs_f64().max(1e-9),
         success: if attempts == 0 {
             0.0
@@ -323,7 +347,7 @@ pub(crate) fn spawn_trimmer(stream: &Stream, every: Duration) -> tokio::task::Jo
 /// encoded TGB's size back to back (bytes per second over the window).
 pub(crate) async fn raw_put(env: &Env, shape: Shape) -> anyhow::Result<f64> {
     let fresh = env.fresh("rawput").await?;
-    let reaper = spawn_reaper(&fresh, Duration::from_millis(250));
+    let reaper = spawn_reaper(&fresh, Duration::from_millis(250), Duration::ZERO);
     let (parts, size) = tgb_body(shape.payload)?;
     let store: StreamStore = fresh.store.clone();
     let clock = store.clock().clone();
