@@ -7,7 +7,10 @@
 //!                                                  │ rebuilds the live chain's steps from them
 //!                                                  │ sees every delete: checks it against the live marks
 //!                                                  │ stamps objects with virtual time
-//!                                                  │ delayed creates, stale reads of overwritten objects
+//!                                                  │ checks every live write as a reader would, and against
+//!                                                  │   what was uploaded, deleted and fenced (cooperative rules)
+//!                                                  │ delayed creates, stale reads of overwritten objects,
+//!                                                  │   stale listings of tgb/
 //!                                                  └ planted bug (optional)
 //! ```
 //!
@@ -19,6 +22,24 @@
 //! **Ghosts.** A manifest write is a ghost when its slot was deleted before (GC deleted
 //! the version, then a stalled or delayed create filled the slot). That is the ground
 //! truth, independent of any boundary a reader might have seen.
+//!
+//! **Every live write is checked when it takes effect**, so a version no correct writer
+//! would create fails the run even if no reader happens to read it:
+//!
+//! | invariant | what must hold |
+//! |---|---|
+//! | `reader-rules` | the version decodes (every per-version rule, `validate`) and extends the live version before it (`check_extends`, with `single-commit`): what every reader checks |
+//! | `visible-object-present` | every TGB it makes visible is stored |
+//! | `published-uploaded` | ... and was uploaded under that key (by its producer: the key names it), with the descriptor's size, and never deleted since (`published-reclaimed`: a TGB GC deleted, listed by a later version) |
+//! | `fenced-published` | no TGB it makes visible has an epoch below the newest its producer claimed in the live chain (a fenced incarnation's leftover, a zombie's upload) |
+//! | `published-contiguous` | each producer's TGBs continue its sequence in the live chain (1, 2, 3, ... across epochs) |
+//! | `exactly-once` | ... and its source offsets (1, 2, 3, ...: the simulation appends each offset once, in order) |
+//! | `coop-age` | a cooperative version publishes another producer's upload only if it was written (the store's `last_modified`) at most that producer's `max_commit_age` before the version's `committed_at_ms`: the rule GC's orphan sweep relies on (exact here: a committer stamps its version at the moment it judges the ages) |
+//!
+//! **Stale listings of `tgb/`** ([`TgbStale`], drawn per run): a listing may miss objects
+//! written within a window (each with probability one half, so a producer's later upload
+//! can be listed without its earlier one), or still show objects deleted within a window
+//! (a swept orphan still listed), as an eventually consistent store's listings do.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -30,8 +51,8 @@ use std::time::Duration;
 
 use batchweave_chain::{BOUNDARY_DIR, parse_boundary_key};
 use batchweave_manifest::{
-    DecodeLimits, GcBoundary, MANIFEST_DIR, Manifest, TGB_DIR, WATERMARK_DIR, decode_gc_boundary,
-    decode_manifest, parse_manifest_key,
+    DecodeLimits, GcBoundary, MANIFEST_DIR, Manifest, TGB_DIR, WATERMARK_DIR, check_extends,
+    decode_gc_boundary, decode_manifest, parse_manifest_key, parse_tgb_key,
 };
 use batchweave_store::Clock;
 use batchweave_store::object_store::memory::InMemory;
@@ -104,6 +125,40 @@ pub(crate) struct BackendCounts {
     pub(crate) stale_overwrites: u64,
     pub(crate) deletes_checked: u64,
     pub(crate) ghosts: u64,
+    /// Live versions that publish other producers' TGBs, and those TGBs.
+    pub(crate) coop_versions: u64,
+    pub(crate) published_for_others: u64,
+    /// Refused candidates that published a producer's uploads at an epoch the slot's
+    /// winner had fenced.
+    pub(crate) fenced_while_published: u64,
+    /// Claims of a newer epoch while uploads of an older one beyond the entry were stored.
+    pub(crate) fenced_with_uploads: u64,
+    /// Uploads of a fenced epoch, and listings of `tgb/` that showed one.
+    pub(crate) zombie_uploads: u64,
+    pub(crate) zombie_listed: u64,
+    /// Candidates (created or refused) holding a TGB deleted before the create.
+    pub(crate) swept_while_held: u64,
+    /// Stale listings of `tgb/` that missed recent objects, and that showed deleted ones.
+    pub(crate) stale_missing: u64,
+    pub(crate) stale_deleted: u64,
+    /// Deleted objects the stale listings showed.
+    pub(crate) deleted_listed: u64,
+}
+
+/// Stale listings of `tgb/` (drawn per run; all zero: none, and no random draws).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TgbStale {
+    /// Probability per listing that it misses objects written within `miss_window_ms`
+    /// (each with probability one half).
+    pub(crate) miss_rate: f64,
+    pub(crate) miss_window_ms: u64,
+    /// Probability per listing that it still shows the objects deleted within
+    /// `deleted_window_ms`.
+    pub(crate) deleted_rate: f64,
+    pub(crate) deleted_window_ms: u64,
+    /// Seed of the random stream these draws come from (its own, so the other draws of
+    /// the backend do not move).
+    pub(crate) seed: u64,
 }
 
 #[derive(Debug)]
@@ -134,6 +189,20 @@ struct State {
     /// Watermark and layout keys whose previous bytes are kept.
     shadowed: BTreeSet<String>,
     violation: Option<Seen>,
+    /// Size of every TGB object uploaded, by key (kept after deletes).
+    sizes: HashMap<String, u64>,
+    /// When each TGB object was first deleted.
+    deleted_tgbs: HashMap<String, u64>,
+    /// The live versions written, decoded (the last write of each slot).
+    live: BTreeMap<u64, Manifest>,
+    /// Per producer, the newest epoch any live version recorded.
+    epochs: HashMap<String, u64>,
+    /// Per producer, the sequence and source offset of its last TGB in the live chain.
+    last_published: HashMap<String, (u64, u64)>,
+    /// Uploads of an epoch that was already fenced when they were written.
+    zombie_keys: BTreeSet<String>,
+    stale: TgbStale,
+    stale_rng: StdRng,
 }
 
 /// See the module docs.
@@ -202,8 +271,9 @@ impl State {
         Some((v, s))
     }
 
-    /// The ground-truth check of one deletion: nothing a live mark needs.
-    fn check_delete(&mut self, log: &EventLog, key: &str) {
+    /// The ground-truth check of one deletion (at store time `now`): nothing a live mark
+    /// needs.
+    fn check_delete(&mut self, log: &EventLog, key: &str, now: u64) {
         if let Some(v) = parse_manifest_key(key) {
             self.counts.deletes_checked += 1;
             self.deleted_slots.insert(v);
@@ -236,7 +306,9 @@ impl State {
             }
         } else if key.starts_with(TGB_DIR) {
             self.counts.deletes_checked += 1;
-            self.tgbs.remove(key);
+            if self.tgbs.remove(key) {
+                self.deleted_tgbs.entry(key.to_string()).or_insert(now);
+            }
             if let Some(step) = self.key_step.get(key).copied()
                 && let Some((_, low)) = self.min_marks()
                 && step >= low
@@ -262,9 +334,9 @@ impl State {
     fn record_manifest(&mut self, log: &EventLog, key: &str, bytes: Bytes, now: u64) {
         let v = parse_manifest_key(key).unwrap_or(0);
         let ghost = self.deleted_slots.contains(&v);
-        let decoded = decode_manifest(&bytes, &DecodeLimits::default()).ok();
+        let decoded = decode_manifest(&bytes, &DecodeLimits::default());
         if sim_log()
-            && let Some(m) = &decoded
+            && let Ok(m) = &decoded
         {
             eprintln!(
                 "{:>9}ms store  write{} {}",
@@ -280,7 +352,19 @@ impl State {
             ghost,
             low_water: self.boundary.low_water_step,
         });
-        let Some(m) = decoded else { return };
+        let m = match decoded {
+            Ok(m) => m,
+            Err(e) => {
+                if !ghost {
+                    self.violate(
+                        log,
+                        "reader-rules",
+                        format!("version {v} was created, but no reader can decode it: {e}"),
+                    );
+                }
+                return;
+            }
+        };
         if ghost {
             self.counts.ghosts += 1;
             log.event("store", format!("ghost write of version {v}"));
@@ -288,6 +372,8 @@ impl State {
             return;
         }
         self.newest = self.newest.max(v);
+        self.check_published(log, &m);
+        self.check_readers_accept(log, &m);
         let mut missing = None;
         for (i, d) in m.tgbs.iter().enumerate() {
             let step = m.first_step + i as u64;
@@ -299,6 +385,8 @@ impl State {
                     offset: d.source_offset,
                 });
                 self.key_step.insert(d.key.clone(), step);
+                self.last_published
+                    .insert(d.producer_id.clone(), (d.sequence, d.source_offset));
             }
             if d.visible_version == v && !self.tgbs.contains(&d.key) && missing.is_none() {
                 missing = Some((step, d.key.clone()));
@@ -313,6 +401,210 @@ impl State {
                 ),
             );
         }
+        self.note_claims(&m);
+        self.live.insert(v, m);
+    }
+
+    /// `reader-rules`: the version extends the live version before it, as every reader
+    /// checks (a reader that jumps over it would not see every rule broken).
+    fn check_readers_accept(&mut self, log: &EventLog, m: &Manifest) {
+        let v = m.version;
+        let genesis = Manifest::genesis();
+        let prev = if v == 1 {
+            Some(&genesis)
+        } else {
+            self.live.get(&(v - 1))
+        };
+        let Some(prev) = prev else { return };
+        if let Err(e) = check_extends(prev, m) {
+            let detail = format!(
+                "version {v} was created, but readers refuse it after version {}: {e}: {} after {}",
+                prev.version,
+                summary(m),
+                summary(prev)
+            );
+            self.violate(log, "reader-rules", detail);
+        }
+    }
+
+    /// The TGBs `m` appends to the live chain (its steps from the chain's end on).
+    fn appended<'m>(
+        &self,
+        m: &'m Manifest,
+    ) -> impl Iterator<Item = (u64, &'m batchweave_manifest::TgbDescriptor)> {
+        let from = self.steps.len() as u64;
+        m.tgbs
+            .iter()
+            .enumerate()
+            .map(move |(i, d)| (m.first_step + i as u64, d))
+            .filter(move |(step, _)| *step >= from)
+    }
+
+    /// The ground-truth checks of the TGBs a live version appends (see the module docs).
+    fn check_published(&mut self, log: &EventLog, m: &Manifest) {
+        let v = m.version;
+        let mut last: HashMap<String, (u64, u64)> = HashMap::new();
+        let mut others = 0u64;
+        let mut problem: Option<(&'static str, String)> = None;
+        for (step, d) in self.appended(m) {
+            let p = d.producer_id.as_str();
+            let fail = |inv: &'static str, what: String| {
+                Some((
+                    inv,
+                    format!("version {v} makes {} visible at step {step}: {what}", d.key),
+                ))
+            };
+            let uploaded = self.mtimes.get(&d.key).copied();
+            let newest_epoch = self
+                .epochs
+                .get(p)
+                .copied()
+                .unwrap_or(0)
+                .max(m.producers.get(p).map_or(0, |e| e.epoch));
+            let (seq, off) = last
+                .get(p)
+                .or_else(|| self.last_published.get(p))
+                .copied()
+                .unwrap_or((0, 0));
+            let found = if uploaded.is_none() || !d.key.starts_with(TGB_DIR) {
+                fail(
+                    "published-uploaded",
+                    "no such object was ever uploaded".into(),
+                )
+            } else if let Some(size) = self.sizes.get(&d.key)
+                && *size != d.object_size
+            {
+                fail(
+                    "published-uploaded",
+                    format!(
+                        "the object uploaded has {size} bytes, the descriptor says {}",
+                        d.object_size
+                    ),
+                )
+            } else if let Some(at) = self.deleted_tgbs.get(&d.key) {
+                fail(
+                    "published-reclaimed",
+                    format!(
+                        "GC deleted the object at {}ms (a version may not list what was reclaimed)",
+                        at.saturating_sub(CLOCK_BASE_MS)
+                    ),
+                )
+            } else if d.epoch < newest_epoch {
+                fail(
+                    "fenced-published",
+                    format!(
+                        "{p} epoch {} is fenced: the live chain holds {p} at epoch {newest_epoch}",
+                        d.epoch
+                    ),
+                )
+            } else if d.sequence != seq + 1 {
+                fail(
+                    "published-contiguous",
+                    format!(
+                        "{p} sequence {} follows its sequence {seq} in the live chain",
+                        d.sequence
+                    ),
+                )
+            } else if d.source_offset != off + 1 {
+                fail(
+                    "exactly-once",
+                    format!(
+                        "{p} source offset {} follows its offset {off} in the live chain (each offset is appended once, in order)",
+                        d.source_offset
+                    ),
+                )
+            } else {
+                None
+            };
+            let cooperative = !m.committer.is_empty() && m.committer != p;
+            let found = found.or_else(|| {
+                let limit = m.producers.get(p).map_or(0, |e| e.max_commit_age_ms);
+                let age = m.committed_at_ms.saturating_sub(uploaded.unwrap_or(0));
+                (cooperative && age > limit).then(|| {
+                    (
+                        "coop-age",
+                        format!(
+                            "version {v} (committer {}) makes {} visible at step {step}, uploaded {age}ms before the version's committed_at_ms, beyond {p}'s max_commit_age of {limit}ms",
+                            m.committer, d.key
+                        ),
+                    )
+                })
+            });
+            if cooperative {
+                others += 1;
+            }
+            last.insert(p.to_string(), (d.sequence, d.source_offset));
+            if problem.is_none() {
+                problem = found;
+            }
+        }
+        if others > 0 {
+            self.counts.coop_versions += 1;
+            self.counts.published_for_others += others;
+        }
+        if self.held_swept(m) {
+            self.counts.swept_while_held += 1;
+        }
+        if let Some((inv, detail)) = problem {
+            self.violate(log, inv, format!("{detail}: {}", summary(m)));
+        }
+    }
+
+    /// Whether candidate `m` holds a TGB (one it makes visible) that GC had deleted.
+    fn held_swept(&self, m: &Manifest) -> bool {
+        m.tgbs
+            .iter()
+            .any(|d| d.visible_version == m.version && self.deleted_tgbs.contains_key(&d.key))
+    }
+
+    /// After live version `m`: the epochs it records; counts a claim that fenced an
+    /// epoch whose uploads beyond its entry are stored.
+    fn note_claims(&mut self, m: &Manifest) {
+        for (id, e) in &m.producers {
+            let before = self.epochs.get(id).copied();
+            if before.is_some_and(|b| e.epoch > b) {
+                let prefix = format!("{TGB_DIR}{id}/");
+                let left = self
+                    .tgbs
+                    .range(prefix.clone()..)
+                    .take_while(|k| k.starts_with(&prefix))
+                    .filter_map(|k| parse_tgb_key(k))
+                    .any(|(_, epoch, seq)| epoch < e.epoch && seq > e.last_sequence);
+                if left {
+                    self.counts.fenced_with_uploads += 1;
+                }
+            }
+            if before.is_none_or(|b| e.epoch > b) {
+                self.epochs.insert(id.clone(), e.epoch);
+            }
+        }
+    }
+
+    /// A create of manifest `bytes` was refused: counts what the candidate held.
+    fn note_refused(&mut self, bytes: &Bytes) {
+        let Ok(c) = decode_manifest(bytes, &DecodeLimits::default()) else {
+            return;
+        };
+        if self.held_swept(&c) {
+            self.counts.swept_while_held += 1;
+        }
+        if c.committer.is_empty() {
+            return;
+        }
+        let Some(winner) = self.live.get(&c.version) else {
+            return;
+        };
+        let fenced = c.tgbs.iter().any(|d| {
+            d.visible_version == c.version
+                && d.producer_id != c.committer
+                && winner
+                    .producers
+                    .get(&d.producer_id)
+                    .is_some_and(|e| e.epoch > d.epoch)
+        });
+        if fenced {
+            self.counts.fenced_while_published += 1;
+        }
     }
 }
 
@@ -322,7 +614,9 @@ impl SimBackend {
         cfg: &SimConfig,
         seed: u64,
         log: Arc<EventLog>,
+        stale: TgbStale,
     ) -> Arc<Self> {
+        let stale_rng = StdRng::seed_from_u64(stale.seed);
         Arc::new_cyclic(|me| Self {
             inner: Arc::new(InMemory::new()),
             clock,
@@ -342,6 +636,14 @@ impl SimBackend {
                 ghosts: BTreeMap::new(),
                 shadowed: BTreeSet::new(),
                 violation: None,
+                sizes: HashMap::new(),
+                deleted_tgbs: HashMap::new(),
+                live: BTreeMap::new(),
+                epochs: HashMap::new(),
+                last_published: HashMap::new(),
+                zombie_keys: BTreeSet::new(),
+                stale,
+                stale_rng,
             })),
             log,
             me: me.clone(),
@@ -425,6 +727,17 @@ impl SimBackend {
                 )
             })
             .collect()
+    }
+
+    /// Whether producer `id` uploaded a TGB of `epoch` at or after store time `since_ms`
+    /// (deleted ones included): that incarnation was alive then.
+    pub(crate) fn uploaded_since(&self, id: &str, epoch: u64, since_ms: u64) -> bool {
+        let st = lock(&self.state);
+        let prefix = format!("{TGB_DIR}{id}/");
+        st.mtimes
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .any(|(k, t)| *t >= since_ms && parse_tgb_key(k).is_some_and(|(_, e, _)| e == epoch))
     }
 
     /// Whether `key` exists right now (ground truth, no faults, no latency).
@@ -548,14 +861,24 @@ impl SimBackend {
         });
     }
 
-    /// Records a write that took effect.
-    fn stamp(&self, key: &Path, bytes: Option<Bytes>) {
+    /// Records a write that took effect (`size`: the object's, when known).
+    fn stamp(&self, key: &Path, bytes: Option<Bytes>, size: Option<u64>) {
         let now = self.clock.unix_millis();
         let mut st = lock(&self.state);
         let k = key.as_ref();
         st.mtimes.insert(k.to_string(), now);
         if k.starts_with(TGB_DIR) {
             st.tgbs.insert(k.to_string());
+            match size {
+                Some(n) => st.sizes.insert(k.to_string(), n),
+                None => st.sizes.remove(k),
+            };
+            if let Some((id, epoch, _)) = parse_tgb_key(k)
+                && st.epochs.get(id).is_some_and(|e| *e > epoch)
+                && st.zombie_keys.insert(k.to_string())
+            {
+                st.counts.zombie_uploads += 1;
+            }
         }
         let Some(bytes) = bytes else { return };
         if is_manifest(key) {
@@ -585,6 +908,100 @@ impl SimBackend {
                 m
             })
         })
+        .boxed()
+    }
+
+    /// A listing of `tgb/`, maybe stale (see [`TgbStale`]): some objects written within
+    /// the miss window left out, or the objects deleted within the deleted window
+    /// (after `offset`, if given) shown again with their size and time. Also counts
+    /// listings that show a zombie's upload.
+    fn maybe_stale_tgb(
+        &self,
+        prefix: Option<&Path>,
+        offset: Option<&Path>,
+        s: BoxStream<'static, Result<ObjectMeta>>,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        let Some(prefix) = prefix
+            .map(|p| p.as_ref().to_string())
+            .filter(|p| format!("{p}/").starts_with(TGB_DIR))
+        else {
+            return s;
+        };
+        let offset = offset.map(|o| o.as_ref().to_string());
+        let state = self.state.clone();
+        let clock = self.clock.clone();
+        futures::stream::once(async move {
+            let mut all: Vec<Result<ObjectMeta>> = s.collect().await;
+            let now = clock.unix_millis();
+            let mut st = lock(&state);
+            let stale = st.stale.clone();
+            if stale.miss_rate > 0.0 && st.stale_rng.random_bool(stale.miss_rate.clamp(0.0, 1.0)) {
+                let since = now.saturating_sub(stale.miss_window_ms);
+                let before = all.len();
+                let mut kept = Vec::with_capacity(before);
+                for r in all {
+                    let recent = r.as_ref().is_ok_and(|m| {
+                        st.mtimes
+                            .get(m.location.as_ref())
+                            .is_some_and(|t| *t >= since)
+                    });
+                    if !(recent && st.stale_rng.random_bool(0.5)) {
+                        kept.push(r);
+                    }
+                }
+                all = kept;
+                if all.len() < before {
+                    st.counts.stale_missing += 1;
+                }
+            }
+            if stale.deleted_rate > 0.0
+                && st.stale_rng.random_bool(stale.deleted_rate.clamp(0.0, 1.0))
+            {
+                let since = now.saturating_sub(stale.deleted_window_ms);
+                let mut shown: Vec<(String, u64)> = st
+                    .deleted_tgbs
+                    .iter()
+                    .filter(|(k, at)| {
+                        **at >= since
+                            && k.starts_with(&prefix)
+                            && offset.as_ref().is_none_or(|o| k.as_str() > o.as_str())
+                            && !st.tgbs.contains(k.as_str())
+                    })
+                    .map(|(k, _)| (k.clone(), st.sizes.get(k).copied().unwrap_or(0)))
+                    .collect();
+                shown.sort();
+                if !shown.is_empty() {
+                    st.counts.stale_deleted += 1;
+                    st.counts.deleted_listed += shown.len() as u64;
+                }
+                for (k, size) in shown {
+                    let ms = st.mtimes.get(&k).copied().unwrap_or(0);
+                    let mut meta = ObjectMeta {
+                        location: Path::from(k),
+                        last_modified: Default::default(),
+                        size,
+                        e_tag: None,
+                        version: None,
+                    };
+                    meta.last_modified += Duration::from_millis(ms);
+                    all.push(Ok(meta));
+                }
+                all.sort_by(|a, b| match (a, b) {
+                    (Ok(a), Ok(b)) => a.location.cmp(&b.location),
+                    _ => std::cmp::Ordering::Equal,
+                });
+            }
+            let zombie = all.iter().any(|r| {
+                r.as_ref()
+                    .is_ok_and(|m| st.zombie_keys.contains(m.location.as_ref()))
+            });
+            if zombie {
+                st.counts.zombie_listed += 1;
+            }
+            drop(st);
+            futures::stream::iter(all)
+        })
+        .flatten()
         .boxed()
     }
 
@@ -670,7 +1087,15 @@ impl SimBackend {
                 .insert(location.as_ref().to_string());
         }
         let bytes = (manifest || boundary).then(|| Bytes::from(payload.clone()));
+        let size = u64::try_from(payload.content_length()).ok();
         let r = self.inner.put_opts(location, payload, opts).await;
+        if let (Some(b), Err(e)) = (&bytes, &r)
+            && manifest
+            && creating
+            && is_conflict_error(e)
+        {
+            lock(&self.state).note_refused(b);
+        }
         if let (Some(b), Err(e)) = (&bytes, &r)
             && manifest
             && sim_log()
@@ -684,7 +1109,7 @@ impl SimBackend {
         }
         match r {
             Ok(r) => {
-                self.stamp(location, bytes);
+                self.stamp(location, bytes, size);
                 if let Some(index) = parse_boundary_key(location.as_ref()) {
                     self.maybe_lower(index);
                 }
@@ -756,7 +1181,7 @@ impl ObjectStore for SimBackend {
         Box::pin(async move {
             // The object appears at completion; stamping at the start is
             // early, which only makes the orphan sweep more aggressive.
-            self.stamp(location, None);
+            self.stamp(location, None, None);
             self.inner.put_multipart_opts(location, opts).await
         })
     }
@@ -795,16 +1220,18 @@ impl ObjectStore for SimBackend {
         let state = self.state.clone();
         let log = self.log.clone();
         let inner = self.inner.clone();
+        let clock = self.clock.clone();
         let checked = locations
             .then(move |r| {
                 let state = state.clone();
                 let log = log.clone();
                 let inner = inner.clone();
+                let now = clock.unix_millis();
                 async move {
                     if let Ok(p) = &r {
                         let shadowed = {
                             let mut st = lock(&state);
-                            st.check_delete(&log, p.as_ref());
+                            st.check_delete(&log, p.as_ref(), now);
                             st.shadowed.remove(p.as_ref())
                         };
                         if shadowed {
@@ -819,7 +1246,8 @@ impl ObjectStore for SimBackend {
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.maybe_stale(prefix, self.restamp(self.inner.list(prefix)))
+        let s = self.maybe_stale(prefix, self.restamp(self.inner.list(prefix)));
+        self.maybe_stale_tgb(prefix, None, s)
     }
 
     fn list_with_offset(
@@ -827,10 +1255,11 @@ impl ObjectStore for SimBackend {
         prefix: Option<&Path>,
         offset: &Path,
     ) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.maybe_stale(
+        let s = self.maybe_stale(
             prefix,
             self.restamp(self.inner.list_with_offset(prefix, offset)),
-        )
+        );
+        self.maybe_stale_tgb(prefix, Some(offset), s)
     }
 
     fn list_with_delimiter<'life0, 'life1, 'async_trait>(
@@ -859,8 +1288,210 @@ impl ObjectStore for SimBackend {
     {
         Box::pin(async move {
             self.inner.copy_opts(from, to, options).await?;
-            self.stamp(to, None);
+            self.stamp(to, None, None);
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The ground-truth rules of a live write, each on a version built to break it (the
+    //! planted producer bugs rarely get such a version past the producer's own
+    //! validation, so these show the backend refuses it if one ever does).
+
+    use batchweave_manifest::{ProducerState, TgbDescriptor, described_tgb_key};
+    use batchweave_store::TokioClock;
+
+    use super::*;
+
+    const NOW: u64 = CLOCK_BASE_MS + 100_000;
+
+    fn tgb(p: &str, epoch: u64, seq: u64, offset: u64, version: u64) -> TgbDescriptor {
+        let mut d = TgbDescriptor {
+            object_size: 100 + 40 + 32,
+            dp: 1,
+            cp: 1,
+            footer_offset: 100,
+            footer_length: 40,
+            footer_crc32: 7,
+            producer_id: p.into(),
+            epoch,
+            sequence: seq,
+            visible_version: version,
+            payload_bytes: 100,
+            source_offset: offset,
+            ..Default::default()
+        };
+        d.key = described_tgb_key(&d);
+        d
+    }
+
+    fn entry(epoch: u64, last: &TgbDescriptor, version: u64, age_ms: u64) -> ProducerState {
+        ProducerState {
+            epoch,
+            incarnation: 1,
+            last_sequence: last.sequence,
+            tgbs_committed: last.sequence,
+            source_offset: last.source_offset,
+            last_commit_version: version,
+            max_commit_age_ms: age_ms,
+            ..Default::default()
+        }
+    }
+
+    /// A backend whose chain holds producer `a` at `(sequence 1, offset 1)` of epoch
+    /// `epoch`, with `uploads` stored (written at `NOW - 500`).
+    fn state(epoch: u64, uploads: &[&TgbDescriptor]) -> (Arc<SimBackend>, Arc<EventLog>) {
+        let clock: Arc<dyn Clock> = Arc::new(TokioClock::with_base(CLOCK_BASE_MS));
+        let log = Arc::new(EventLog::new(clock.clone()));
+        let b = SimBackend::new(
+            clock,
+            &SimConfig::default(),
+            1,
+            log.clone(),
+            TgbStale::default(),
+        );
+        {
+            let mut st = lock(&b.state);
+            st.epochs.insert("a".into(), epoch);
+            st.last_published.insert("a".into(), (1, 1));
+            for d in uploads {
+                st.mtimes.insert(d.key.clone(), NOW - 500);
+                st.tgbs.insert(d.key.clone());
+                st.sizes.insert(d.key.clone(), d.object_size);
+            }
+        }
+        (b, log)
+    }
+
+    /// Version 2 committed by `committer` at `NOW`, appending `new` (`a`'s entry at epoch
+    /// `epoch`, limit `age_ms`).
+    fn version(committer: &str, epoch: u64, new: TgbDescriptor, age_ms: u64) -> Manifest {
+        let mut producers = BTreeMap::new();
+        producers.insert("a".to_string(), entry(epoch, &new, 2, age_ms));
+        Manifest {
+            version: 2,
+            first_step: 1,
+            total_tgbs: 2,
+            tgbs: vec![new],
+            producers,
+            committed_at_ms: NOW,
+            committer: committer.into(),
+            ..Default::default()
+        }
+    }
+
+    fn verdict(b: &SimBackend, log: &EventLog, m: &Manifest) -> Option<&'static str> {
+        let mut st = lock(&b.state);
+        st.steps = vec![StepTruth {
+            key: String::new(),
+            producer: "a".into(),
+            sequence: 1,
+            offset: 1,
+        }];
+        st.check_published(log, m);
+        st.violation.as_ref().map(|s| s.invariant)
+    }
+
+    #[test]
+    fn the_next_upload_of_the_current_epoch_passes() {
+        let d = tgb("a", 2, 2, 2, 2);
+        let (b, log) = state(2, &[&d]);
+        assert_eq!(verdict(&b, &log, &version("c", 2, d, 1000)), None);
+    }
+
+    #[test]
+    fn a_gap_is_refused() {
+        let d = tgb("a", 2, 3, 2, 2);
+        let (b, log) = state(2, &[&d]);
+        assert_eq!(
+            verdict(&b, &log, &version("c", 2, d, 1000)),
+            Some("published-contiguous")
+        );
+    }
+
+    #[test]
+    fn a_fenced_epoch_is_refused() {
+        let d = tgb("a", 1, 2, 2, 2);
+        let (b, log) = state(2, &[&d]);
+        assert_eq!(
+            verdict(&b, &log, &version("c", 2, d, 1000)),
+            Some("fenced-published")
+        );
+    }
+
+    #[test]
+    fn a_lost_or_repeated_offset_is_refused() {
+        let d = tgb("a", 2, 2, 3, 2);
+        let (b, log) = state(2, &[&d]);
+        assert_eq!(
+            verdict(&b, &log, &version("c", 2, d, 1000)),
+            Some("exactly-once")
+        );
+    }
+
+    #[test]
+    fn an_upload_never_made_or_of_another_size_is_refused() {
+        let d = tgb("a", 2, 2, 2, 2);
+        let (b, log) = state(2, &[]);
+        assert_eq!(
+            verdict(&b, &log, &version("c", 2, d.clone(), 1000)),
+            Some("published-uploaded")
+        );
+        let (b, log) = state(2, &[&d]);
+        lock(&b.state).sizes.insert(d.key.clone(), 1);
+        assert_eq!(
+            verdict(&b, &log, &version("c", 2, d, 1000)),
+            Some("published-uploaded")
+        );
+    }
+
+    #[test]
+    fn a_swept_upload_is_refused_even_if_stored_again() {
+        let d = tgb("a", 2, 2, 2, 2);
+        let (b, log) = state(2, &[&d]);
+        lock(&b.state).deleted_tgbs.insert(d.key.clone(), NOW - 100);
+        assert_eq!(
+            verdict(&b, &log, &version("c", 2, d, 1000)),
+            Some("published-reclaimed")
+        );
+    }
+
+    #[test]
+    fn a_cooperative_publication_of_an_old_upload_is_refused() {
+        let d = tgb("a", 2, 2, 2, 2);
+        // Uploaded 500 ms before the version: within 500 ms passes, 499 does not.
+        let (b, log) = state(2, &[&d]);
+        assert_eq!(verdict(&b, &log, &version("c", 2, d.clone(), 500)), None);
+        let (b, log) = state(2, &[&d]);
+        assert_eq!(
+            verdict(&b, &log, &version("c", 2, d.clone(), 499)),
+            Some("coop-age")
+        );
+        // The owner's own commit is not bound by the listing rule (it checks its own ages).
+        let (b, log) = state(2, &[&d]);
+        assert_eq!(verdict(&b, &log, &version("", 2, d, 499)), None);
+    }
+
+    #[test]
+    fn a_version_readers_refuse_is_a_violation_when_created() {
+        let (b, log) = state(2, &[]);
+        let mut st = lock(&b.state);
+        let prev = Manifest {
+            version: 1,
+            ..Default::default()
+        };
+        st.live.insert(1, prev);
+        // Version 2 changes no entry: `single-commit`.
+        let m = Manifest {
+            version: 2,
+            ..Default::default()
+        };
+        st.check_readers_accept(&log, &m);
+        assert_eq!(
+            st.violation.as_ref().map(|s| s.invariant),
+            Some("reader-rules")
+        );
     }
 }

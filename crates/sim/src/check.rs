@@ -58,9 +58,11 @@ fn total(m: &Manifest) -> u64 {
     m.first_step + m.tgbs.len() as u64
 }
 
-/// `max-lag`: a version that adds TGBs of an incarnation with `max_lag = L`
-/// ends at most L steps past the low-water mark in force when it was
-/// written (the producer's view of the mark can only be lower).
+/// `max-lag`: a version that adds TGBs, committed by an incarnation with `max_lag = L`,
+/// ends at most L steps past the low-water mark in force when it was written (the
+/// producer's view of the mark can only be lower). The committer of a cooperative
+/// version is the one it names (its `max_lag` bounds the TGBs it publishes for others
+/// too, docs/protocol.md section 14); of a plain version, the producer of its TGBs.
 pub(crate) fn max_lag(w: &World) -> Result<(), SimFailure> {
     let limits = DecodeLimits::default();
     let lags = lock(&w.lags).clone();
@@ -78,16 +80,31 @@ pub(crate) fn max_lag(w: &World) -> Result<(), SimFailure> {
         }
         last_version = v;
         let total = total(&m);
-        for d in m.tgbs.iter().filter(|d| d.visible_version == v) {
-            if let Some(Some(lag)) = lags.get(&(d.producer_id.clone(), d.epoch))
+        let committers: Vec<(String, u64)> = if m.committer.is_empty() {
+            m.tgbs
+                .iter()
+                .filter(|d| d.visible_version == v)
+                .map(|d| (d.producer_id.clone(), d.epoch))
+                .collect()
+        } else {
+            m.producers
+                .get(&m.committer)
+                .map(|e| (m.committer.clone(), e.epoch))
+                .into_iter()
+                .collect()
+        };
+        let adds = m.tgbs.iter().any(|d| d.visible_version == v);
+        for (id, epoch) in committers {
+            if let Some(Some(lag)) = lags.get(&(id.clone(), epoch))
+                && adds
                 && total > write.low_water.saturating_add(*lag)
                 && total > prev_total
             {
                 return Err(w.violation(
                     "max-lag",
                     format!(
-                        "version {v} by {} epoch {} (max_lag {lag}) ends at step {total}, the low-water mark was {}",
-                        d.producer_id, d.epoch, write.low_water
+                        "version {v} by {id} epoch {epoch} (max_lag {lag}) ends at step {total}, the low-water mark was {}",
+                        write.low_water
                     ),
                 ));
             }

@@ -3,6 +3,8 @@
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
+use batchweave_producer::{CoopParams, PolicyKind};
+
 /// Unix milliseconds the virtual clock starts at (2024-01-01T00:00:00Z).
 pub(crate) const CLOCK_BASE_MS: u64 = 1_704_067_200_000;
 
@@ -56,11 +58,21 @@ pub enum PlantedBug {
     /// The TP/PP ranks of a position share one watermark `d{d}-c{c}` and the group
     /// layout records no TP/PP (the rule before per-rank marks): the last writer wins.
     SharedRankMark,
+    /// A cooperative committer publishes another producer's upload that skips a sequence
+    /// (its `last_sequence + 2` while `+ 1` is not published), through
+    /// `batchweave_producer::planted`.
+    PublishGap,
+    /// A cooperative committer publishes another producer's upload of an older epoch than
+    /// its entry's (a fenced incarnation's leftover or a zombie's upload).
+    PublishStaleEpoch,
+    /// A cooperative committer publishes other producers' uploads whatever their age (no
+    /// `max_commit_age` check): uploads GC may already have swept as orphans.
+    SkipOthersAgeCheck,
 }
 
 impl PlantedBug {
     /// Every plant with its `sim --plant` name (store plants at rate 0.5).
-    pub const NAMED: [(&'static str, PlantedBug); 8] = [
+    pub const NAMED: [(&'static str, PlantedBug); 11] = [
         ("overwrite", PlantedBug::CreateOverwrites { rate: 0.5 }),
         ("false-success", PlantedBug::FalseSuccess { rate: 0.5 }),
         ("stale-boundary", PlantedBug::StaleBoundary { rate: 0.5 }),
@@ -69,6 +81,9 @@ impl PlantedBug {
         ("lower-boundary", PlantedBug::LowerBoundary),
         ("skip-extension-check", PlantedBug::SkipExtensionCheck),
         ("shared-rank-mark", PlantedBug::SharedRankMark),
+        ("publish-gap", PlantedBug::PublishGap),
+        ("publish-stale-epoch", PlantedBug::PublishStaleEpoch),
+        ("skip-others-age-check", PlantedBug::SkipOthersAgeCheck),
     ];
 
     /// The plant named `name` on the `sim` command line.
@@ -147,6 +162,46 @@ pub struct SimConfig {
     pub zombie_rate: f64,
     /// Probability per producer incarnation that a fail point is armed.
     pub fail_point_rate: f64,
+    /// Every producer incarnation runs this commit policy (`sim --policy NAME`); `None`:
+    /// each draws one from the mix (`naive`, `fixed:1-3`, `aimd`, `incr`, `dac` and, at
+    /// [`coop_share`](Self::coop_share), `coop`). A forced `coop` runs with the run's
+    /// [`CoopParams`] whatever the variant holds (see [`coop_params`](Self::coop_params)).
+    pub policy: Option<PolicyKind>,
+    /// Probability per producer incarnation of the mix that it runs the cooperative
+    /// policy `coop` (whose commits also publish other producers' uploads).
+    pub coop_share: f64,
+    /// Probability per run that every producer incarnation runs `coop` (a cooperative
+    /// stream), whatever the mix draws.
+    pub all_coop_rate: f64,
+    /// The cooperative cadence's parameters; `None`: drawn per run (round interval
+    /// 50 ms - 1 s, 1-3 fragile windows, jitter 0-1), so runs explore other interleavings.
+    pub coop_params: Option<CoopParams>,
+    /// Probability per cooperative incarnation of an extra fail point: a crash before
+    /// the create of its 2nd-6th commit attempt, after the attempt listed `tgb/` and
+    /// built its candidate (a committer dying between its listing and its create).
+    pub coop_crash_rate: f64,
+    /// Probability per cooperative incarnation that its host stalls for 5-40 s when the
+    /// reply to one of its first listings of `tgb/` arrives: between that attempt's
+    /// listing and its create, while GC may sweep what the candidate holds.
+    pub listing_stall_rate: f64,
+    /// Probability per cooperative run that commit ages are short: every incarnation's
+    /// `max_commit_age` is drawn from 0.5 s up to the run's 1.5-6 s, and GC's orphan grace
+    /// is only just above the longest (the least [`orphan_grace`](Self::orphan_grace)'s
+    /// rule allows, plus 0-3 s), so uploads of crashed producers, and uploads nobody
+    /// published in time, become old enough to be swept while the run goes on.
+    pub short_age_rate: f64,
+    /// Probability per producer crash that the process stays down for 5-40 s (instead of
+    /// at most 2 s) before it restarts: its uploads wait for cooperative committers (or
+    /// for the orphan sweep) at an epoch nobody fenced yet.
+    pub long_down_rate: f64,
+    /// TGBs a zombie appends (each uploaded under its fenced epoch, so cooperative
+    /// committers list them) before it flushes.
+    pub zombie_uploads: RangeInclusive<u64>,
+    /// Serve stale listings of `tgb/` (drawn per run, up to 30% of listings each): a
+    /// listing that misses some objects written within the last 50 ms - 3 s, and a
+    /// listing that still shows objects deleted within the last 50 ms - 3 s (a swept
+    /// orphan still listed).
+    pub tgb_stale_listings: bool,
     /// Probability per consumed step that the consumer rank crashes and
     /// restores from its last checkpoint.
     pub consumer_crash_rate: f64,
@@ -236,6 +291,16 @@ impl Default for SimConfig {
             producer_crash_rate: 0.04,
             zombie_rate: 0.3,
             fail_point_rate: 0.25,
+            policy: None,
+            coop_share: 0.35,
+            all_coop_rate: 0.25,
+            coop_params: None,
+            coop_crash_rate: 0.3,
+            listing_stall_rate: 0.15,
+            short_age_rate: 0.5,
+            long_down_rate: 0.2,
+            zombie_uploads: 1..=3,
+            tgb_stale_listings: true,
             consumer_crash_rate: 0.03,
             late_join_rate: 0.3,
             uniform_lag_rate: 0.5,
@@ -257,6 +322,25 @@ impl Default for SimConfig {
 }
 
 impl SimConfig {
+    /// The world before cooperative commits: no `coop` producers and none of the faults
+    /// aimed at them (stale listings of `tgb/`, short commit ages, long downtimes, zombies
+    /// uploading more than once). Those draw from random streams of their own, so with
+    /// them off a seed runs the schedule it ran before they existed: the regression seeds
+    /// found in that world replay it.
+    pub fn without_coop() -> Self {
+        Self {
+            coop_share: 0.0,
+            all_coop_rate: 0.0,
+            coop_crash_rate: 0.0,
+            listing_stall_rate: 0.0,
+            short_age_rate: 0.0,
+            long_down_rate: 0.0,
+            zombie_uploads: 1..=1,
+            tgb_stale_listings: false,
+            ..Self::default()
+        }
+    }
+
     /// Checks the bounds; the message says what to fix.
     pub fn validate(&self) -> Result<(), String> {
         let empty = |r: bool, what: &str| {
@@ -273,6 +357,16 @@ impl SimConfig {
         empty(self.tgbs_per_producer.is_empty(), "tgbs_per_producer")?;
         empty(self.slice_bytes.is_empty(), "slice_bytes")?;
         empty(self.checkpoint_every.is_empty(), "checkpoint_every")?;
+        empty(self.zombie_uploads.is_empty(), "zombie_uploads")?;
+        if *self.zombie_uploads.start() == 0 {
+            return Err("zombie_uploads starts at 1".into());
+        }
+        if let Some(p) = &self.policy {
+            p.validate().map_err(|e| format!("policy: {e}"))?;
+        }
+        if let Some(p) = &self.coop_params {
+            p.validate().map_err(|e| format!("coop_params: {e}"))?;
+        }
         if *self.producers.start() == 0 || *self.ranks.start() == 0 || *self.groups.start() == 0 {
             return Err("need at least one producer, one group and DP 1".into());
         }
@@ -359,8 +453,56 @@ pub struct SimReport {
     pub stale_overwrites: u64,
     /// Times the planted bug changed a store reply.
     pub planted_hits: u64,
+    /// What the run did with cooperative commits and the faults aimed at them.
+    pub coop: CoopReport,
     /// Virtual time the run took, in milliseconds.
     pub virtual_ms: u64,
     /// Number of events in the log.
     pub events: usize,
+}
+
+/// Cooperative commits in one run, and the faults aimed at them (each counted where it
+/// happened; the backend's counts are ground truth, not what a process believed).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CoopReport {
+    /// Producer incarnations that ran the cooperative policy.
+    pub incarnations: u64,
+    /// The round interval of the run's cooperative cadence, in milliseconds.
+    pub interval_ms: u64,
+    /// Every incarnation of the run was cooperative.
+    pub all_coop: bool,
+    /// Commit ages were short in this run: the longest `max_commit_age` and the orphan
+    /// grace, in milliseconds.
+    pub short_ages: Option<(u64, u64)>,
+    /// Live versions that published other producers' TGBs.
+    pub versions: u64,
+    /// TGBs those versions published for other producers.
+    pub published_for_others: u64,
+    /// Fault (a): cooperative committers that crashed between their listing of `tgb/`
+    /// and their create (fail point `BeforeCreate` once they had uploaded).
+    pub crashes_after_listing: u64,
+    /// Fault (b): a producer fenced while another was publishing its TGBs: candidates
+    /// that published a producer's uploads and lost their slot to a version that holds it
+    /// at a newer epoch (the claim of its restart, or a later version).
+    pub fenced_while_published: u64,
+    /// Fault (b): claims of a newer epoch while uploads of the older one beyond its entry
+    /// were stored (leftovers a cooperative committer could have published).
+    pub fenced_with_uploads: u64,
+    /// Producer crashes followed by a long downtime (5-40 s) before the restart.
+    pub long_downs: u64,
+    /// Fault (d): cooperative committers whose host stalled 5-40 s between a listing of
+    /// `tgb/` and its create.
+    pub listing_stalls: u64,
+    /// Fault (c): uploads of an epoch that was already fenced (zombies that keep
+    /// uploading), and listings of `tgb/` that showed at least one of them.
+    pub zombie_uploads: (u64, u64),
+    /// Fault (d): candidates (created or refused) that held a TGB GC had deleted before
+    /// the create took effect (a created one is a violation).
+    pub swept_while_held: u64,
+    /// Fault (e): stale listings of `tgb/`: (missing objects written within the window,
+    /// showing objects deleted within the window).
+    pub stale_listings: (u64, u64),
+    /// Deleted objects those stale listings showed.
+    pub deleted_listed: u64,
 }

@@ -78,7 +78,43 @@ pub fn replay_hint(seed: u64, cfg: &SimConfig) -> String {
     if let Some(name) = cfg.plant.as_ref().and_then(PlantedBug::name) {
         flags.push_str(&format!(" --plant {name}"));
     }
+    if let Some(p) = &cfg.policy {
+        flags.push_str(&format!(" --policy {p}"));
+    }
+    let pre = SimConfig::without_coop();
+    let coop_fields = |c: &SimConfig| {
+        (
+            c.coop_share,
+            c.all_coop_rate,
+            c.coop_crash_rate,
+            c.listing_stall_rate,
+            c.short_age_rate,
+            c.long_down_rate,
+            c.zombie_uploads.clone(),
+            c.tgb_stale_listings,
+        )
+    };
+    let without_coop = coop_fields(cfg) == coop_fields(&pre);
+    if without_coop {
+        flags.push_str(" --without-coop");
+    }
     let mut same = cfg.clone();
+    if without_coop {
+        same.coop_share = d.coop_share;
+        same.all_coop_rate = d.all_coop_rate;
+        same.coop_crash_rate = d.coop_crash_rate;
+        same.listing_stall_rate = d.listing_stall_rate;
+        same.short_age_rate = d.short_age_rate;
+        same.long_down_rate = d.long_down_rate;
+        same.zombie_uploads = d.zombie_uploads.clone();
+        same.tgb_stale_listings = d.tgb_stale_listings;
+    }
+    // `--policy` parses `coop` to the default cadence; the run draws its own anyway.
+    same.policy = match cfg.policy {
+        Some(p) if p.to_string().parse::<batchweave_producer::PolicyKind>() == Ok(p) => d.policy,
+        Some(batchweave_producer::PolicyKind::Coop(_)) => d.policy,
+        other => other,
+    };
     same.strict = d.strict;
     same.small_buffers = d.small_buffers;
     same.gc_stale_reads = d.gc_stale_reads;

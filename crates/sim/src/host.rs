@@ -44,6 +44,8 @@ struct Suspension {
     frozen_at: Option<Instant>,
     /// Monotonic time lost to suspends that ended.
     lost: Duration,
+    /// Suspends in progress (a planned one and a listing stall may overlap).
+    depth: u32,
 }
 
 /// See the module docs.
@@ -70,13 +72,24 @@ impl HostClock {
         self.skew_ms
     }
 
-    /// Suspends the host for `d` of the world's time.
+    /// Suspends the host for `d` of the world's time (overlapping suspends: until the
+    /// last one ends).
     pub(crate) async fn suspend(&self, d: Duration) {
-        lock(&self.state).frozen_at = Some(self.base.now());
+        {
+            let mut st = lock(&self.state);
+            st.depth += 1;
+            if st.depth == 1 {
+                st.frozen_at = Some(self.base.now());
+            }
+        }
         self.awake.send_replace(false);
         self.base.sleep(d).await;
         {
             let mut st = lock(&self.state);
+            st.depth -= 1;
+            if st.depth > 0 {
+                return;
+            }
             if let Some(t) = st.frozen_at.take() {
                 st.lost += self.base.now().saturating_duration_since(t);
             }
@@ -112,15 +125,46 @@ impl Clock for HostClock {
     }
 }
 
+/// A stall planned for the `nth` listing of `tgb/` a host makes: the host is suspended
+/// for `duration` when that listing's reply arrives (a committer that stops between its
+/// listing and its create, while GC may sweep what it lists); `fired` is told when.
+pub(crate) struct ListingStall {
+    pub(crate) nth: u32,
+    pub(crate) duration: Duration,
+    pub(crate) fired: Box<dyn Fn(Duration) + Send + Sync>,
+}
+
 /// The host's network: requests wait while it is suspended, and so do replies.
 pub(crate) struct HostStore {
     inner: Arc<dyn ObjectStore>,
     host: Arc<HostClock>,
+    stall: Arc<Mutex<Option<ListingStall>>>,
 }
 
 impl HostStore {
-    pub(crate) fn new(inner: Arc<dyn ObjectStore>, host: Arc<HostClock>) -> Self {
-        Self { inner, host }
+    pub(crate) fn new(
+        inner: Arc<dyn ObjectStore>,
+        host: Arc<HostClock>,
+        stall: Option<ListingStall>,
+    ) -> Self {
+        Self {
+            inner,
+            host,
+            stall: Arc::new(Mutex::new(stall)),
+        }
+    }
+
+    /// The planned stall, if this listing (of `prefix`) is the one it waits for.
+    fn stall_now(&self, prefix: Option<&Path>) -> Option<ListingStall> {
+        let tgb = prefix
+            .is_some_and(|p| format!("{}/", p.as_ref()).starts_with(batchweave_manifest::TGB_DIR));
+        if !tgb {
+            return None;
+        }
+        let mut st = lock(&self.stall);
+        let s = st.as_mut()?;
+        s.nth = s.nth.saturating_sub(1);
+        if s.nth == 0 { st.take() } else { None }
     }
 
     async fn around<T>(&self, f: impl Future<Output = Result<T>>) -> Result<T> {
@@ -221,8 +265,21 @@ impl ObjectStore for HostStore {
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
         let inner = self.inner.clone();
+        let stall = self.stall_now(prefix);
         let prefix = prefix.cloned();
-        self.stream(move || inner.list(prefix.as_ref()))
+        let listed = self.stream(move || inner.list(prefix.as_ref()));
+        let Some(stall) = stall else {
+            return listed;
+        };
+        let host = self.host.clone();
+        futures::stream::once(async move {
+            let all: Vec<Result<ObjectMeta>> = listed.collect().await;
+            (stall.fired)(stall.duration);
+            host.suspend(stall.duration).await;
+            futures::stream::iter(all)
+        })
+        .flatten()
+        .boxed()
     }
 
     fn list_with_offset(

@@ -8,7 +8,16 @@
 //! spikes), and a schedule of process events drawn from the seed:
 //!
 //! * 2-6 producers, each committing its quota of TGBs of the stream's grid
-//!   (`D_t x C_t`, drawn independently of the consumers'); some join late;
+//!   (`D_t x C_t`, drawn independently of the consumers'); some join late; each
+//!   incarnation runs a commit policy of the mix, a good share of them `coop`
+//!   (cooperative commits, which also publish other producers' uploads found by a
+//!   listing of `tgb/`), in some runs all of them (`sim --policy NAME` forces one);
+//! * aimed at cooperative commits: committers crashing between their listing and
+//!   their create or stalling there, producers fenced while others publish their uploads, zombies that
+//!   keep uploading under their fenced epoch, short commit ages (uploads become old
+//!   enough for GC's orphan sweep while the run goes on), crashed producers that stay
+//!   down 5-40 s, stale listings of `tgb/` (recent uploads missing, deleted ones still
+//!   shown);
 //! * producer crashes (the handle is dropped) and restarts with the same id,
 //!   resuming from the committed offset, on the same host or a new one; fail
 //!   points after the TGB upload, before and after the manifest create;
@@ -47,6 +56,12 @@
 //! | `zombie-fenced` | an incarnation older than the live one never commits |
 //! | `max-lag` | no version ends more than its committer's `max_lag` past the low-water mark |
 //! | `data-integrity` | no live rank gets a `Data` or `Manifest` error |
+//! | `reader-rules` | every version created decodes and extends the one before it, as every reader checks (at the create) |
+//! | `reader-refused`, `candidate-invalid` | no producer (zombies included) refuses a version it reads, nor its own candidate before the create |
+//! | `published-uploaded`, `published-reclaimed` | a TGB a version makes visible was uploaded under its key with its size, and GC never deleted it |
+//! | `fenced-published` | no version makes visible a TGB of an epoch its producer's newer incarnation fenced |
+//! | `published-contiguous` | each producer's sequences in the chain are 1, 2, 3, ... (and its offsets, `exactly-once`) |
+//! | `coop-age` | a cooperative version publishes another producer's upload only within that producer's `max_commit_age` |
 //!
 //! A failure names the invariant, the seed, the last events and the command
 //! that replays it; equal seeds give equal digests (event log, final
@@ -88,6 +103,6 @@ mod reclaim;
 mod run;
 mod world;
 
-pub use config::{PlantedBug, SimConfig, SimReport};
+pub use config::{CoopReport, PlantedBug, SimConfig, SimReport};
 pub use error::{SimFailure, replay_hint};
 pub use run::run;

@@ -317,8 +317,8 @@ pub(crate) async fn prober(
 }
 
 /// A rogue writer: creates the version after the newest, appending TGBs of a producer
-/// `forger` but changing a retained step's descriptor (valid on its own; only the
-/// extension check sees it). Returns the forged version.
+/// `forger` but changing a retained step's descriptor (valid on its own: its key moves to
+/// the other key form, or its footer CRC changes; only the extension check sees it). Returns the forged version.
 pub(crate) async fn forge(w: &World, newest: &Manifest) -> Option<u64> {
     let first = newest.tgbs.first()?;
     let mut tgbs = Vec::new();
@@ -363,7 +363,15 @@ pub(crate) async fn forge(w: &World, newest: &Manifest) -> Option<u64> {
     };
     let mut m = rebase(newest, &pending, newest.first_step).ok()?;
     let changed = m.tgbs.iter_mut().find(|d| d.key == first.key)?;
-    changed.footer_crc32 ^= 1;
+    // A self-describing key (form 2) names the footer CRC, so flipping it would break
+    // the version on its own (`tgb-key`): the step is moved to its form-1 key instead,
+    // which is valid on its own and differs from what the chain retains.
+    let form1 = tgb_key(&changed.producer_id, changed.epoch, changed.sequence);
+    if changed.key == form1 {
+        changed.footer_crc32 ^= 1;
+    } else {
+        changed.key = form1;
+    }
     let v = m.version;
     w.backend
         .put_unrecorded(&manifest_key(v), encode_manifest(&m), true)

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::PlantedBug;
+use batchweave_chain::ChainError;
 use batchweave_manifest::{DecodeLimits, decode_manifest};
 use batchweave_producer::{
     FailPoint, FailPoints, PolicyKind, Producer, ProducerError, ProducerSettings, ProducerStats,
@@ -18,7 +19,7 @@ use rand::{Rng, SeedableRng};
 use tokio::task::JoinHandle;
 
 use crate::SimFailure;
-use crate::host::{HostClock, HostStore};
+use crate::host::{HostClock, HostStore, ListingStall};
 use crate::log::lock;
 use crate::world::{Life, World, slice_len};
 
@@ -60,6 +61,19 @@ fn known_rebase_bug(e: &ProducerError) -> bool {
     }
 }
 
+/// The invariant a producer stopping with `e` breaks: a reader's refusal of a version
+/// (which no correct writer creates), its own candidate refused by the validation before
+/// the create, or an unexpected error.
+fn producer_invariant(e: &ProducerError) -> &'static str {
+    if refused_by_reader(e) {
+        "reader-refused"
+    } else if candidate_invalid(e) {
+        "candidate-invalid"
+    } else {
+        "producer-error"
+    }
+}
+
 /// True if a real process would simply be restarted after `e`.
 fn restartable(e: &ProducerError) -> bool {
     match e {
@@ -70,6 +84,8 @@ fn restartable(e: &ProducerError) -> bool {
     }
 }
 
+/// The mix of policies before cooperative commits (always drawn, so the draws of `rng`
+/// do not depend on whether `coop` replaces the pick).
 fn pick_policy(rng: &mut StdRng) -> PolicyKind {
     match rng.random_range(0..5u32) {
         0 => PolicyKind::Naive,
@@ -80,13 +96,15 @@ fn pick_policy(rng: &mut StdRng) -> PolicyKind {
     }
 }
 
-/// The incarnation's crash point (at `rate`), plus the planted
-/// state-map-check bug when `skip_check` (draws the same random numbers
-/// either way, so a plant does not change the schedule).
+/// The incarnation's crash point (at `rate`), a second one before a cooperative
+/// committer's create (`coop_crash`: the create attempt it fires at), plus the planted
+/// state-map-check bug when `skip_check` (draws the same random numbers either way, so
+/// a plant does not change the schedule).
 fn fail_points(
     rng: &mut StdRng,
     rate: f64,
     skip_check: bool,
+    coop_crash: Option<u64>,
 ) -> (FailPoints, Option<(FailPoint, u64)>) {
     let armed = rng.random_bool(rate.clamp(0.0, 1.0)).then(|| {
         let point = match rng.random_range(0..3u32) {
@@ -96,19 +114,56 @@ fn fail_points(
         };
         (point, rng.random_range(1..=5u64))
     });
-    if armed.is_none() && !skip_check {
+    if armed.is_none() && coop_crash.is_none() && !skip_check {
         return (FailPoints::default(), None);
     }
     let hits = AtomicU64::new(0);
+    let creates = AtomicU64::new(0);
     let fp = FailPoints::new(move |p| {
         if p == FailPoint::SkipStateMapCheck {
             return skip_check;
         }
-        armed.is_some_and(|(point, nth)| {
+        let first = armed.is_some_and(|(point, nth)| {
             p == point && hits.fetch_add(1, Ordering::SeqCst) + 1 == nth
-        })
+        });
+        let second = coop_crash.is_some_and(|nth| {
+            p == FailPoint::BeforeCreate && creates.fetch_add(1, Ordering::SeqCst) + 1 == nth
+        });
+        first || second
     });
     (fp, armed)
+}
+
+/// True if `e` is (or stopped the producer with) a crash at `point`.
+fn crashed_at(e: &ProducerError, point: FailPoint) -> bool {
+    match e {
+        ProducerError::Stopped(inner) => crashed_at(inner, point),
+        ProducerError::Crashed(p) => *p == point,
+        _ => false,
+    }
+}
+
+/// True if `e` is a reader's refusal of what it read (a version or boundary that breaks
+/// a rule of the format): a correct writer never writes one, so it is a violation
+/// wherever it shows up, a zombie's reads included.
+fn refused_by_reader(e: &ProducerError) -> bool {
+    match e {
+        ProducerError::Stopped(inner) => refused_by_reader(inner),
+        ProducerError::Chain(c) => {
+            matches!(c, ChainError::Corrupt { .. } | ChainError::Diverged { .. })
+        }
+        _ => false,
+    }
+}
+
+/// True if `e` is the producer refusing its own candidate (the validation before its
+/// create: the rebase built a version that breaks a rule of the format).
+fn candidate_invalid(e: &ProducerError) -> bool {
+    match e {
+        ProducerError::Stopped(inner) => candidate_invalid(inner),
+        ProducerError::Manifest(_) => true,
+        _ => false,
+    }
 }
 
 /// Per-id bookkeeping of one producer actor.
@@ -118,6 +173,11 @@ struct Actor {
     id: String,
     quota: u64,
     rng: StdRng,
+    /// The draws for cooperative commits and the faults aimed at them (a stream of its
+    /// own: with them off, `rng` draws what it drew before they existed).
+    side: StdRng,
+    /// The incarnation opened last runs `coop`.
+    coop: bool,
     /// `max_lag` of the incarnation opened last.
     last_lag: Option<u64>,
     /// The host the incarnation opened last runs on.
@@ -138,10 +198,16 @@ enum End {
     Zombie(Box<Producer>, u64),
 }
 
-/// An incarnation's store: the faulty stack behind its host.
-fn host_store(w: &World, host: &Arc<HostClock>, seed: u64) -> StreamStore {
+/// An incarnation's store: the faulty stack behind its host (stalled at one listing of
+/// `tgb/`, if `stall`).
+fn host_store(
+    w: &World,
+    host: &Arc<HostClock>,
+    seed: u64,
+    stall: Option<ListingStall>,
+) -> StreamStore {
     StreamStore::from_object_store(
-        Arc::new(HostStore::new(w.faults.clone(), host.clone())),
+        Arc::new(HostStore::new(w.faults.clone(), host.clone(), stall)),
         "",
         "sim:///",
     )
@@ -154,17 +220,26 @@ impl Actor {
         self.id.clone()
     }
 
-    /// Ground truth for an `OpenRace` at `epoch`: whether a live version that records
-    /// this id at that epoch was written at or after store time `began_ms` (the store's
-    /// clock is the simulation's). Otherwise the claim it lost to came before the open,
-    /// and the open should have claimed the next epoch.
+    /// Ground truth for an `OpenRace` at `epoch`: whether the incarnation that holds it
+    /// was alive after store time `began_ms` (the store's clock is the simulation's): a
+    /// live version written at or after it is a commit of this id at that epoch by an
+    /// incarnation of its own (a claim, or a commit of its TGBs: the entry records the
+    /// version and the version names no other committer), or a TGB of that epoch was
+    /// uploaded at or after it. Otherwise the claim it lost to came before the open, and
+    /// the open should have claimed the next epoch. A cooperative commit that published
+    /// the id's older uploads proves no process of it alive.
     fn claimed_during_open(&self, epoch: u64, began_ms: u64) -> bool {
-        self.w.backend.manifest_writes().iter().any(|m| {
-            !m.ghost
-                && m.at_ms >= began_ms
-                && decode_manifest(&m.bytes, &DecodeLimits::default())
-                    .is_ok_and(|v| v.producers.get(&self.id).is_some_and(|e| e.epoch == epoch))
-        })
+        self.w.backend.uploaded_since(&self.id, epoch, began_ms)
+            || self.w.backend.manifest_writes().iter().any(|m| {
+                !m.ghost
+                    && m.at_ms >= began_ms
+                    && decode_manifest(&m.bytes, &DecodeLimits::default()).is_ok_and(|v| {
+                        (v.committer.is_empty() || v.committer == self.id)
+                            && v.producers.get(&self.id).is_some_and(|e| {
+                                e.epoch == epoch && e.last_commit_version == v.version
+                            })
+                    })
+            })
     }
 
     /// A known bug the run tolerates (the producer is restarted, as after a crash).
@@ -242,11 +317,85 @@ impl Actor {
     }
 
     /// Opens a new incarnation; `None` when it died while opening.
+    /// Whether the next incarnation runs `coop`: forced, a cooperative run, or the mix at
+    /// `coop_share` (drawn from `side` only).
+    fn next_is_coop(&mut self) -> bool {
+        let cfg = &self.w.cfg;
+        match cfg.policy {
+            Some(PolicyKind::Coop(_)) => true,
+            Some(_) => false,
+            None => {
+                self.w.coop.all_coop
+                    || (cfg.coop_share > 0.0
+                        && self.side.random_bool(cfg.coop_share.clamp(0.0, 1.0)))
+            }
+        }
+    }
+
+    /// The policy of the next incarnation: the mix's pick (always drawn from `rng`, where
+    /// it was drawn before cooperative commits existed), replaced by `coop` when `coop`,
+    /// or by the forced policy.
+    fn policy(&mut self, coop: bool) -> PolicyKind {
+        let mix = pick_policy(&mut self.rng);
+        match (coop, self.w.cfg.policy) {
+            (true, _) => PolicyKind::Coop(self.w.coop.params),
+            (false, Some(forced)) => forced,
+            (false, None) => mix,
+        }
+    }
+
+    /// For a cooperative incarnation, at `listing_stall_rate`: its host stalls 5-40 s
+    /// when the reply to its 1st-4th listing of `tgb/` arrives, between the listing and
+    /// the create of that attempt (GC may sweep what the candidate holds meanwhile).
+    fn listing_stall(&mut self) -> Option<ListingStall> {
+        let rate = self.w.cfg.listing_stall_rate.clamp(0.0, 1.0);
+        if !self.coop || rate == 0.0 || !self.side.random_bool(rate) {
+            return None;
+        }
+        let nth = self.side.random_range(1..=4u32);
+        let duration = Duration::from_millis(self.side.random_range(5_000..=40_000));
+        let (w, who) = (self.w.clone(), self.who());
+        Some(ListingStall {
+            nth,
+            duration,
+            fired: Box::new(move |d| {
+                w.event(
+                    &who,
+                    format!(
+                        "host stalls for {}ms after its listing of tgb/",
+                        d.as_millis()
+                    ),
+                );
+                w.count(|t| t.listing_stalls += 1);
+            }),
+        })
+    }
+
+    /// The next incarnation's `max_commit_age`: the run's, or with short ages one drawn
+    /// from 0.5 s up to it.
+    fn max_commit_age(&mut self) -> Duration {
+        let run = self.w.coop.max_commit_age;
+        if !self.w.coop.short_ages {
+            return run;
+        }
+        let hi = u64::try_from(run.as_millis()).unwrap_or(u64::MAX).max(500);
+        Duration::from_millis(self.side.random_range(500..=hi))
+    }
+
     async fn open(&mut self) -> Result<Option<Producer>, SimFailure> {
+        self.coop = self.next_is_coop();
+        let coop_crash = (self.coop
+            && self.w.cfg.coop_crash_rate > 0.0
+            && self
+                .side
+                .random_bool(self.w.cfg.coop_crash_rate.clamp(0.0, 1.0)))
+        .then(|| self.side.random_range(2..=6u64));
+        let max_commit_age = self.max_commit_age();
         let (fail, armed) = fail_points(
             &mut self.rng,
             self.w.cfg.fail_point_rate,
             self.w.cfg.plant == Some(PlantedBug::SkipStateMapCheck),
+            coop_crash,
         );
         let drawn = self
             .rng
@@ -254,7 +403,7 @@ impl Actor {
             .then(|| self.w.min_lag + self.rng.random_range(0..=4));
         let max_lag = self.w.uniform_lag.or(drawn);
         self.last_lag = max_lag;
-        let policy = pick_policy(&mut self.rng);
+        let policy = self.policy(self.coop);
         let mut max_buffered = self.rng.random_range(1..=4);
         if !self.w.cfg.small_buffers {
             // Count policies wait for k pending TGBs; a buffer below k
@@ -270,10 +419,15 @@ impl Actor {
             policy,
             max_buffered,
             max_lag,
-            max_commit_age: self.w.cfg.max_commit_age,
+            max_commit_age,
             ..Default::default()
         };
-        self.w.count(|t| t.incarnations += 1);
+        self.w.count(|t| {
+            t.incarnations += 1;
+            if self.coop {
+                t.coop_incarnations += 1;
+            }
+        });
         self.next_host();
         {
             let mut lives = lock(&self.w.lives);
@@ -287,12 +441,21 @@ impl Actor {
         self.w.event(
             &self.who(),
             format!(
-                "opening: policy {:?}, max_buffered {max_buffered}, max_lag {max_lag:?}, fail point {armed:?}, clock skew {}ms",
+                "opening: policy {}, max_buffered {max_buffered}, max_lag {max_lag:?}, fail point {armed:?}{}{}, clock skew {}ms",
                 settings.policy,
+                coop_crash
+                    .map(|n| format!(", crash before create {n}"))
+                    .unwrap_or_default(),
+                if self.w.coop.short_ages {
+                    format!(", max_commit_age {}ms", max_commit_age.as_millis())
+                } else {
+                    String::new()
+                },
                 self.host.skew_ms()
             ),
         );
-        let store = host_store(&self.w, &self.host, self.rng.random());
+        let stall = self.listing_stall();
+        let store = host_store(&self.w, &self.host, self.rng.random(), stall);
         let open_began_ms = self.w.clock.unix_millis();
         match Producer::builder(store, self.id.clone())
             .settings(settings)
@@ -331,16 +494,17 @@ impl Actor {
                 self.end_life();
                 Ok(None)
             }
-            Err(e) => Err(self
-                .w
-                .violation("producer-error", format!("{} open failed: {e}", self.id))),
+            Err(e) => Err(self.w.violation(
+                producer_invariant(&e),
+                format!("{} open failed: {e}", self.id),
+            )),
         }
     }
 
     /// A zombie (an older incarnation still alive) tries to append and
     /// flush after the newer incarnation `epoch` resumed at `resume`.
     async fn zombie(
-        &self,
+        &mut self,
         mut z: Producer,
         next: u64,
         epoch: u64,
@@ -348,17 +512,31 @@ impl Actor {
     ) -> Result<(), SimFailure> {
         self.w.count(|t| t.zombies += 1);
         let who = format!("{}z", self.id);
+        let (lo, hi) = (
+            *self.w.cfg.zombie_uploads.start(),
+            *self.w.cfg.zombie_uploads.end(),
+        );
+        let uploads = if hi > lo {
+            self.side.random_range(lo..=hi)
+        } else {
+            lo
+        };
+        let last = next + uploads - 1;
         self.w.event(
             &who,
             format!(
-                "zombie epoch {} appends offset {next} and flushes (epoch {epoch} is live)",
+                "zombie epoch {} appends offsets {next}..={last} and flushes (epoch {epoch} is live)",
                 z.epoch()
             ),
         );
         let grid = self.plan.grid;
-        let slices = slices(&self.w, &self.id, next, grid);
+        let w = self.w.clone();
+        let id = self.id.clone();
         let attempt = async {
-            z.append(grid.dp, grid.cp, slices, next).await?;
+            for off in next..=last {
+                let slices = slices(&w, &id, off, grid);
+                z.append(grid.dp, grid.cp, slices, off).await?;
+            }
             z.flush().await
         };
         let r = tokio::select! {
@@ -379,6 +557,12 @@ impl Actor {
                     ),
                 ));
             }
+            Some(Err(e)) if refused_by_reader(&e) || candidate_invalid(&e) => {
+                return Err(self.w.violation(
+                    producer_invariant(&e),
+                    format!("{} zombie epoch {}: {e}", self.id, z.epoch()),
+                ));
+            }
             Some(Err(e)) => self.w.event(&who, format!("zombie refused: {e}")),
             None => self.w.event(&who, "zombie still waiting; dropped"),
         }
@@ -393,6 +577,32 @@ impl Actor {
             ));
         }
         Ok(())
+    }
+
+    /// Counts a crash that stopped the incarnation with `e` (for a cooperative committer
+    /// that had uploaded, a crash before its create comes after its listing of `tgb/`).
+    fn crashed(&self, e: &ProducerError) {
+        let after_listing = self.coop && crashed_at(e, FailPoint::BeforeCreate);
+        self.w.count(|t| {
+            t.producer_crashes += 1;
+            if after_listing {
+                t.crashes_after_listing += 1;
+            }
+        });
+    }
+
+    /// The time a crashed process stays down: up to 2 s, or (at `long_down_rate`) 5-40 s
+    /// while its uploads wait at an epoch nobody fenced yet.
+    async fn downtime(&mut self) {
+        let rate = self.w.cfg.long_down_rate.clamp(0.0, 1.0);
+        if rate > 0.0 && self.side.random_bool(rate) {
+            let d = self.side.random_range(5_000..=40_000u64);
+            self.w.event(&self.who(), format!("stays down for {d}ms"));
+            self.w.count(|t| t.long_downs += 1);
+            self.w.clock.sleep(Duration::from_millis(d)).await;
+        } else {
+            self.pause(2000).await;
+        }
     }
 
     /// Runs one opened incarnation until it closes, crashes or is left as a zombie.
@@ -422,12 +632,12 @@ impl Actor {
                     }
                     Err(e) if restartable(&e) || self.known_bug(&e) => {
                         self.w.event(&self.who(), format!("close failed: {e}"));
-                        self.w.count(|t| t.producer_crashes += 1);
+                        self.crashed(&e);
                         Ok(End::Crashed)
                     }
                     Err(e) => Err(self
                         .w
-                        .violation("producer-error", format!("{} close: {e}", self.id))),
+                        .violation(producer_invariant(&e), format!("{} close: {e}", self.id))),
                 };
             }
             let r: f64 = self.rng.random();
@@ -464,12 +674,12 @@ impl Actor {
                 if restartable(&e) || self.known_bug(&e) {
                     self.account(&p.stats());
                     self.w.event(&self.who(), format!("stopped: {e}"));
-                    self.w.count(|t| t.producer_crashes += 1);
+                    self.crashed(&e);
                     return Ok(End::Crashed);
                 }
                 return Err(self
                     .w
-                    .violation("producer-error", format!("{}: {e}", self.id)));
+                    .violation(producer_invariant(&e), format!("{}: {e}", self.id)));
             }
         }
     }
@@ -480,6 +690,7 @@ pub(crate) async fn producer_actor(
     w: Arc<World>,
     plan: ProducerPlan,
     seed: u64,
+    side_seed: u64,
 ) -> Result<(), SimFailure> {
     let mut rng = StdRng::seed_from_u64(seed);
     let id = format!("p{}", plan.index);
@@ -499,6 +710,8 @@ pub(crate) async fn producer_actor(
         id,
         quota,
         rng,
+        side: StdRng::seed_from_u64(side_seed),
+        coop: false,
         last_lag: None,
         host,
         suspender: None,
@@ -559,7 +772,7 @@ pub(crate) async fn producer_actor(
             }
             End::Crashed => {
                 a.end_life();
-                a.pause(2000).await;
+                a.downtime().await;
             }
             // The zombie lives on (its uploads with it): its life ends with it.
             End::Zombie(z, next) => {

@@ -50,14 +50,15 @@ pub(crate) async fn gc_pass(
         w.gc_store(clock, rng.random())
     };
     let settings = GcSettings {
-        orphan_grace: w.cfg.orphan_grace,
+        orphan_grace: w.coop.orphan_grace,
         // What the grace leaves beyond the producers' max_commit_age: it covers the
-        // skew between two hosts, a delayed create and the pass itself (validated).
+        // skew between two hosts, a delayed create and the pass itself (validated; in a
+        // run with short ages, the run's grace and longest age).
         orphan_margin: w
-            .cfg
+            .coop
             .orphan_grace
             .unwrap_or_default()
-            .saturating_sub(w.cfg.max_commit_age + Duration::from_secs(1)),
+            .saturating_sub(w.coop.max_commit_age + Duration::from_secs(1)),
         ..Default::default()
     };
     w.count(|t| t.gc_passes += 1);
@@ -136,7 +137,7 @@ fn storage_bound(
     start_ms: u64,
     start_elapsed: u64,
 ) -> Result<(), SimFailure> {
-    let (Some(lag), Some(grace)) = (w.uniform_lag, w.cfg.orphan_grace) else {
+    let (Some(lag), Some(grace)) = (w.uniform_lag, w.coop.orphan_grace) else {
         return Ok(());
     };
     w.count(|t| t.storage_checks += 1);

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use batchweave_consumer::planted::{PlantedConsumerBugs, plant};
 use batchweave_manifest::Manifest;
+use batchweave_producer::planted::{PlantedProducerBugs, plant as plant_producer};
 use batchweave_tgb::Grid;
 use futures::future::{try_join, try_join_all, try_join3};
 use rand::rngs::StdRng;
@@ -17,8 +18,12 @@ use crate::log::lock;
 use crate::probe::{forge, forged_refused, prober};
 use crate::producers::{ProducerPlan, producer_actor};
 use crate::reclaim::{Gc, gc_actor, gc_pass};
-use crate::world::{Fnv, GroupPlan, RankLog, RankPlan, Shape, World};
-use crate::{PlantedBug, SimConfig, SimFailure, SimReport};
+use crate::world::{CoopPlan, Fnv, GroupPlan, RankLog, RankPlan, Shape, World};
+use crate::{CoopReport, PlantedBug, SimConfig, SimFailure, SimReport};
+
+/// Salt of the random stream of cooperative commits and the faults aimed at them (its
+/// own, so that with them off the root stream draws what it drew before they existed).
+const SIDE_SALT: u64 = 0x636f_6f70_2d73_696d;
 
 /// Runs the simulation for `seed` and checks its invariants.
 ///
@@ -40,28 +45,35 @@ pub fn run(seed: u64, cfg: &SimConfig) -> Result<SimReport, SimFailure> {
             seed,
             detail: format!("tokio runtime: {e}"),
         })?;
-    // Consumer plants are per thread: this run's runtime is this thread.
+    // Consumer and producer plants are per thread: this run's runtime is this thread.
     let _plants = Plants::set(cfg.plant);
     rt.block_on(simulate(seed, cfg.clone()))
 }
 
-/// Sets the consumer plants of this thread for one run, and clears them after.
-struct Plants(PlantedConsumerBugs);
+/// Sets the consumer and producer plants of this thread for one run, and restores the
+/// previous ones after.
+struct Plants(PlantedConsumerBugs, PlantedProducerBugs);
 
 impl Plants {
     fn set(p: Option<PlantedBug>) -> Self {
-        let bugs = PlantedConsumerBugs {
+        let consumer = PlantedConsumerBugs {
             skip_boundary: p == Some(PlantedBug::SkipBoundaryCheck),
             skip_extension: p == Some(PlantedBug::SkipExtensionCheck),
             shared_rank_mark: p == Some(PlantedBug::SharedRankMark),
         };
-        Self(plant(bugs))
+        let producer = PlantedProducerBugs {
+            publish_gap: p == Some(PlantedBug::PublishGap),
+            publish_stale_epoch: p == Some(PlantedBug::PublishStaleEpoch),
+            skip_others_age_check: p == Some(PlantedBug::SkipOthersAgeCheck),
+        };
+        Self(plant(consumer), plant_producer(producer))
     }
 }
 
 impl Drop for Plants {
     fn drop(&mut self) {
         plant(self.0);
+        plant_producer(self.1);
     }
 }
 
@@ -167,6 +179,29 @@ fn announce(w: &World, seed: u64, n_producers: usize, planned: u64) {
             w.grid.dp, w.grid.cp, w.uniform_lag
         ),
     );
+    let c = &w.coop;
+    if c.all_coop || w.cfg.coop_share > 0.0 {
+        w.event(
+            "sim",
+            format!(
+                "coop: round {}ms x {:.2} windows, rho {:.2}{}{}, stale tgb/ listings {:?}",
+                c.params.interval.as_millis(),
+                c.params.windows,
+                c.params.rho,
+                if c.all_coop { ", every producer" } else { "" },
+                if c.short_ages {
+                    format!(
+                        ", short ages up to {}ms, orphan grace {:?}",
+                        c.max_commit_age.as_millis(),
+                        c.orphan_grace
+                    )
+                } else {
+                    String::new()
+                },
+                c.stale
+            ),
+        );
+    }
 }
 
 /// Every group registers its layout before anything is written: GC must hold every
@@ -199,6 +234,7 @@ async fn run_actors(
     plans: &[RankPlan],
     quotas: &[u64],
     root: &mut StdRng,
+    side: &mut StdRng,
 ) -> Result<(Gc, usize), SimFailure> {
     let (target_tx, target_rx) = watch::channel(None::<u64>);
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -233,7 +269,7 @@ async fn run_actors(
                 grid: w.grid,
                 quota: *quota,
             };
-            producer_actor(w.clone(), plan, root.random())
+            producer_actor(w.clone(), plan, root.random(), side.random())
         })
         .collect();
     let n_gc = root.random_range(cfg.reclaimers.clone());
@@ -326,7 +362,9 @@ async fn simulate(seed: u64, cfg: SimConfig) -> Result<SimReport, SimFailure> {
         .collect();
     let planned: u64 = quotas.iter().sum();
     let shape = draw_shape(&cfg, &mut root, planned);
-    let w = Arc::new(World::new(seed, cfg.clone(), &mut root, shape));
+    let mut side = StdRng::seed_from_u64(seed ^ SIDE_SALT);
+    let coop = CoopPlan::draw(&cfg, &mut side);
+    let w = Arc::new(World::new(seed, cfg.clone(), &mut root, shape, coop));
     let plans: Vec<RankPlan> = w
         .groups
         .iter()
@@ -335,7 +373,7 @@ async fn simulate(seed: u64, cfg: SimConfig) -> Result<SimReport, SimFailure> {
     *lock(&w.ranks) = plans.iter().map(|p| (p.id(), RankLog::default())).collect();
     announce(&w, seed, n_producers, planned);
     register_groups(&w, &plans).await?;
-    let (final_gc, n_gc) = run_actors(&w, &cfg, &plans, &quotas, &mut root).await?;
+    let (final_gc, n_gc) = run_actors(&w, &cfg, &plans, &quotas, &mut root, &mut side).await?;
     w.backend_violation()?;
     final_restores(&w, &plans, &final_gc, &mut root).await?;
     w.backend_violation()?;
@@ -388,6 +426,26 @@ async fn simulate(seed: u64, cfg: SimConfig) -> Result<SimReport, SimFailure> {
         faults: (fs.before, fs.after, fs.stale),
         stale_overwrites: bc.stale_overwrites,
         planted_hits: bc.planted_hits,
+        coop: CoopReport {
+            incarnations: tally.coop_incarnations,
+            interval_ms: u64::try_from(w.coop.params.interval.as_millis()).unwrap_or(u64::MAX),
+            all_coop: w.coop.all_coop,
+            short_ages: w.coop.short_ages.then(|| {
+                let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(0);
+                (ms(w.coop.max_commit_age), w.coop.orphan_grace.map_or(0, ms))
+            }),
+            versions: bc.coop_versions,
+            published_for_others: bc.published_for_others,
+            crashes_after_listing: tally.crashes_after_listing,
+            fenced_while_published: bc.fenced_while_published,
+            fenced_with_uploads: bc.fenced_with_uploads,
+            long_downs: tally.long_downs,
+            listing_stalls: tally.listing_stalls,
+            zombie_uploads: (bc.zombie_uploads, bc.zombie_listed),
+            swept_while_held: bc.swept_while_held,
+            stale_listings: (bc.stale_missing, bc.stale_deleted),
+            deleted_listed: bc.deleted_listed,
+        },
         virtual_ms,
         events: events.len(),
     })

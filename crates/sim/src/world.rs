@@ -16,7 +16,9 @@ use bytes::Bytes;
 use rand::Rng;
 use rand::rngs::StdRng;
 
-use crate::backend::SimBackend;
+use batchweave_producer::CoopParams;
+
+use crate::backend::{SimBackend, TgbStale};
 use crate::config::CLOCK_BASE_MS;
 use crate::log::{EventLog, lock};
 use crate::{SimConfig, SimFailure};
@@ -169,6 +171,10 @@ pub(crate) struct Tally {
     pub(crate) ambiguous: u64,
     pub(crate) lost_replies_recovered: u64,
     pub(crate) ghosts_prevented: u64,
+    pub(crate) coop_incarnations: u64,
+    pub(crate) crashes_after_listing: u64,
+    pub(crate) long_downs: u64,
+    pub(crate) listing_stalls: u64,
     pub(crate) tgbs_reclaimed: u64,
     pub(crate) orphans_reclaimed: u64,
     pub(crate) manifests_reclaimed: u64,
@@ -206,6 +212,70 @@ pub(crate) struct World {
     pub(crate) min_lag: u64,
     /// Checkpoint interval of the slowest group, in TGB steps.
     pub(crate) interval_tgbs: u64,
+    /// Cooperative commits and commit ages in this run.
+    pub(crate) coop: CoopPlan,
+}
+
+/// What a run draws for cooperative commits and the faults aimed at them, from a random
+/// stream of its own (with all of it off, the other draws are those of a run before it).
+#[derive(Debug, Clone)]
+pub(crate) struct CoopPlan {
+    /// The cadence of every cooperative incarnation.
+    pub(crate) params: CoopParams,
+    /// Every incarnation runs `coop`.
+    pub(crate) all_coop: bool,
+    /// The longest `max_commit_age` of the run, and whether ages are short (then each
+    /// incarnation draws its own, from 0.5 s up to it).
+    pub(crate) max_commit_age: Duration,
+    pub(crate) short_ages: bool,
+    /// GC's orphan grace in this run.
+    pub(crate) orphan_grace: Option<Duration>,
+    /// Stale listings of `tgb/`.
+    pub(crate) stale: TgbStale,
+}
+
+impl CoopPlan {
+    /// Draws the run's plan from `side` (nothing when the config turns it all off).
+    pub(crate) fn draw(cfg: &SimConfig, side: &mut StdRng) -> Self {
+        let params = cfg.coop_params.unwrap_or_else(|| CoopParams {
+            interval: Duration::from_millis(side.random_range(50..=1000)),
+            windows: side.random_range(1.0..=3.0),
+            rho: side.random_range(0.0..=1.0),
+            ..CoopParams::default()
+        });
+        let forced_coop = matches!(cfg.policy, Some(batchweave_producer::PolicyKind::Coop(_)));
+        let all_coop = forced_coop
+            || (cfg.policy.is_none() && side.random_bool(cfg.all_coop_rate.clamp(0.0, 1.0)));
+        let short_ages = all_coop && side.random_bool(cfg.short_age_rate.clamp(0.0, 1.0));
+        let (max_commit_age, orphan_grace) = if short_ages {
+            let age = Duration::from_millis(side.random_range(1500..=6000));
+            // Only just above what the rule allows (see `SimConfig::orphan_grace`).
+            let least = age + cfg.max_clock_skew * 2 + cfg.max_create_delay;
+            let grace = least + Duration::from_millis(side.random_range(1..=3000));
+            (age, cfg.orphan_grace.map(|_| grace))
+        } else {
+            (cfg.max_commit_age, cfg.orphan_grace)
+        };
+        let stale = if cfg.tgb_stale_listings {
+            TgbStale {
+                miss_rate: side.random_range(0.0..=0.3),
+                miss_window_ms: side.random_range(50..=3000),
+                deleted_rate: side.random_range(0.0..=0.3),
+                deleted_window_ms: side.random_range(50..=3000),
+                seed: side.random(),
+            }
+        } else {
+            TgbStale::default()
+        };
+        Self {
+            params,
+            all_coop,
+            max_commit_age,
+            short_ages,
+            orphan_grace,
+            stale,
+        }
+    }
 }
 
 /// The fault rules; `stale_gets` adds stale GETs of manifest versions to the stale
@@ -260,10 +330,22 @@ pub(crate) struct Shape {
 
 impl World {
     /// Builds the store stack; must run inside the paused runtime.
-    pub(crate) fn new(seed: u64, cfg: SimConfig, rng: &mut StdRng, shape: Shape) -> Self {
+    pub(crate) fn new(
+        seed: u64,
+        cfg: SimConfig,
+        rng: &mut StdRng,
+        shape: Shape,
+        coop: CoopPlan,
+    ) -> Self {
         let clock: Arc<dyn Clock> = Arc::new(TokioClock::with_base(CLOCK_BASE_MS));
         let log = Arc::new(EventLog::new(clock.clone()));
-        let backend = SimBackend::new(clock.clone(), &cfg, rng.random(), log.clone());
+        let backend = SimBackend::new(
+            clock.clone(),
+            &cfg,
+            rng.random(),
+            log.clone(),
+            coop.stale.clone(),
+        );
         let model = LatencyModel {
             first_byte: Duration::from_millis(rng.random_range(2..=30)),
             jitter: Duration::from_millis(rng.random_range(0..=20)),
@@ -308,6 +390,7 @@ impl World {
             uniform_lag: shape.uniform_lag,
             min_lag: shape.min_lag,
             interval_tgbs: shape.interval_tgbs,
+            coop,
         }
     }
 

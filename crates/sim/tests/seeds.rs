@@ -1,5 +1,6 @@
-//! The CI seed budget, the determinism self-test, the planted-bug checks and
-//! the known bugs the simulation found (ignored until fixed).
+//! The CI seed budget (the default mix, and a cooperative stream), the determinism
+//! self-test, the planted-bug checks and the bugs the simulation found (each a
+//! regression seed, run in the world it was found in and in today's).
 //!
 //! Replay one seed: `BATCHWEAVE_SIM_SEED=N cargo test -p batchweave-sim --test seeds replay -- --nocapture`
 //! (or `cargo run -p batchweave-sim --release --bin sim -- --seed N --trace`).
@@ -8,6 +9,9 @@ use batchweave_sim::{PlantedBug, SimConfig, SimFailure, SimReport, run};
 
 /// Seeds `cargo test` runs.
 const CI_SEEDS: u64 = 400;
+
+/// Seeds of a cooperative stream (`sim --policy coop`) `cargo test` runs.
+const COOP_SEEDS: u64 = 300;
 
 /// Seeds within which a planted bug must be caught.
 const PLANT_BUDGET: u64 = 100;
@@ -55,8 +59,33 @@ fn ci_seeds_hold_every_invariant() {
         ("deletions checked", t.deletes_checked),
         ("storage-bound checks", t.storage_checks),
     ];
-    for (what, n) in exercised {
+    for (what, n) in exercised.into_iter().chain(t.coop_exercised()) {
         assert!(n > 0, "no {what} in {CI_SEEDS} seeds: {t:?}");
+    }
+}
+
+/// Every producer cooperative (`sim --policy coop`): the faults aimed at cooperative
+/// commits all happen, and every invariant holds.
+#[test]
+fn cooperative_seeds_hold_every_invariant() {
+    let cfg = SimConfig {
+        policy: Some("coop".parse().expect("coop parses")),
+        ..SimConfig::default()
+    };
+    let mut t = Totals::default();
+    for seed in 0..COOP_SEEDS {
+        match run(seed, &cfg) {
+            Ok(r) => {
+                assert_eq!(r.coop.incarnations, r.incarnations, "seed {seed}");
+                t.add(&r);
+            }
+            Err(f) => fail(&f),
+        }
+    }
+    eprintln!("{t:?}");
+    assert!(t.steps > COOP_SEEDS * 10, "only {} steps", t.steps);
+    for (what, n) in t.coop_exercised() {
+        assert!(n > 0, "no {what} in {COOP_SEEDS} cooperative seeds: {t:?}");
     }
 }
 
@@ -81,9 +110,54 @@ struct Totals {
     stale_overwrites: u64,
     deletes_checked: u64,
     storage_checks: u64,
+    coop_versions: u64,
+    published_for_others: u64,
+    crashes_after_listing: u64,
+    fenced_while_published: u64,
+    fenced_with_uploads: u64,
+    long_downs: u64,
+    zombie_uploads_listed: u64,
+    swept_while_held: u64,
+    stale_missing: u64,
+    stale_deleted: u64,
+    short_age_runs: u64,
+    orphans_in_short_runs: u64,
 }
 
 impl Totals {
+    /// The cooperative paths and the faults aimed at them.
+    fn coop_exercised(&self) -> [(&'static str, u64); 12] {
+        [
+            ("cooperative versions", self.coop_versions),
+            ("TGBs published for others", self.published_for_others),
+            (
+                "(a) crashes between a listing and its create",
+                self.crashes_after_listing,
+            ),
+            (
+                "(b) producers fenced while another published their TGBs",
+                self.fenced_while_published,
+            ),
+            (
+                "(b) claims fencing stored uploads",
+                self.fenced_with_uploads,
+            ),
+            ("long downtimes", self.long_downs),
+            (
+                "(c) zombie uploads in a listing",
+                self.zombie_uploads_listed,
+            ),
+            ("(d) candidates holding a swept TGB", self.swept_while_held),
+            ("(e) listings missing recent uploads", self.stale_missing),
+            ("(e) listings showing deleted uploads", self.stale_deleted),
+            ("runs with short commit ages", self.short_age_runs),
+            (
+                "orphans swept in short-age runs",
+                self.orphans_in_short_runs,
+            ),
+        ]
+    }
+
     fn add(&mut self, r: &SimReport) {
         self.steps += r.steps;
         self.restores += r.consumer_restores;
@@ -104,6 +178,21 @@ impl Totals {
         self.stale_overwrites += r.stale_overwrites;
         self.deletes_checked += r.gc_deletes_checked;
         self.storage_checks += r.storage_checks;
+        let c = &r.coop;
+        self.coop_versions += c.versions;
+        self.published_for_others += c.published_for_others;
+        self.crashes_after_listing += c.crashes_after_listing;
+        self.fenced_while_published += c.fenced_while_published;
+        self.fenced_with_uploads += c.fenced_with_uploads;
+        self.long_downs += c.long_downs;
+        self.zombie_uploads_listed += c.zombie_uploads.1;
+        self.swept_while_held += c.swept_while_held;
+        self.stale_missing += c.stale_listings.0;
+        self.stale_deleted += c.stale_listings.1;
+        if c.short_ages.is_some() {
+            self.short_age_runs += 1;
+            self.orphans_in_short_runs += r.reclaimed.1;
+        }
     }
 }
 
@@ -214,6 +303,7 @@ fn planted_lower_boundary_is_caught() {
         PlantedBug::LowerBoundary,
         &[
             "producer-error",
+            "reader-refused",
             "zombie-fenced",
             "no-ghost-commit",
             "restore-outcome",
@@ -238,6 +328,83 @@ fn planted_shared_rank_mark_is_caught() {
         &["gc-safety", "reclaim-safety"],
         22,
     );
+}
+
+/// (e) A cooperative committer that publishes another producer's upload past a gap
+/// (`last_sequence + 2`): its own validation before the create refuses the candidate
+/// (`producer-totals` or `sequence-order`: a producer's sequences are 1, 2, 3, ... across
+/// epochs, so `tgbs_committed == last_sequence`), and the producer stops: a correct
+/// writer never builds such a candidate. Had it reached the store, the backend's
+/// `published-contiguous` would refuse it (see the backend's unit tests).
+#[test]
+fn planted_publish_gap_is_caught() {
+    caught_by(
+        PlantedBug::PublishGap,
+        &[
+            "candidate-invalid",
+            "published-contiguous",
+            "reader-rules",
+            "reader-refused",
+        ],
+        8,
+    );
+}
+
+/// (f) A cooperative committer that publishes a fenced incarnation's leftover (or a
+/// zombie's upload): at seed 11 the committer's own validation refuses it (`epoch-order`:
+/// the producer's retained TGB before it has the newer epoch); at seed 12 the version is
+/// created (its earlier retained TGBs are of the old epoch too, so it is valid on its
+/// own) and the ground truth refuses it at once (`fenced-published`).
+#[test]
+fn planted_publish_stale_epoch_is_caught() {
+    caught_by(
+        PlantedBug::PublishStaleEpoch,
+        &["candidate-invalid", "fenced-published", "reader-rules"],
+        11,
+    );
+    let cfg = SimConfig {
+        plant: Some(PlantedBug::PublishStaleEpoch),
+        ..SimConfig::default()
+    };
+    let f = run(12, &cfg).expect_err("seed 12 publishes a fenced epoch");
+    assert_eq!(f.invariant(), Some("fenced-published"), "{f}");
+}
+
+/// (g) A cooperative committer without the age check: at seed 12 it publishes an upload
+/// older than its producer's `max_commit_age` (`coop-age`, the rule GC's orphan sweep
+/// relies on); at seed 568 the harm itself: in a cooperative stream with short ages and
+/// `max_lag` 5, uploads wait for room until they are older than their producers'
+/// `max_commit_age` (the owners stop with `Expired`), GC sweeps them as orphans at 19.2 s,
+/// and a committer without the check publishes one of them at 19.5 s: version 7 lists a
+/// deleted TGB (`published-reclaimed`).
+#[test]
+fn planted_skip_others_age_check_is_caught() {
+    caught_by(
+        PlantedBug::SkipOthersAgeCheck,
+        &["coop-age", "published-reclaimed", "visible-object-present"],
+        12,
+    );
+    let cfg = SimConfig {
+        plant: Some(PlantedBug::SkipOthersAgeCheck),
+        ..SimConfig::default()
+    };
+    let f = run(568, &cfg).expect_err("seed 568 publishes a swept orphan");
+    assert_eq!(f.invariant(), Some("published-reclaimed"), "{f}");
+}
+
+#[test]
+fn every_plant_has_a_name() {
+    for (name, plant) in PlantedBug::NAMED {
+        assert_eq!(PlantedBug::from_name(name), Some(plant));
+        assert_eq!(plant.name(), Some(name));
+    }
+    for name in [
+        "publish-gap",
+        "publish-stale-epoch",
+        "skip-others-age-check",
+    ] {
+        assert!(PlantedBug::from_name(name).is_some(), "{name}");
+    }
 }
 
 #[test]
@@ -271,9 +438,30 @@ fn replay() {
     }
 }
 
+/// `cfg` in the world before cooperative commits ([`SimConfig::without_coop`]).
+fn before_coop(cfg: &SimConfig) -> SimConfig {
+    let w = SimConfig::without_coop();
+    SimConfig {
+        coop_share: w.coop_share,
+        all_coop_rate: w.all_coop_rate,
+        coop_crash_rate: w.coop_crash_rate,
+        listing_stall_rate: w.listing_stall_rate,
+        short_age_rate: w.short_age_rate,
+        long_down_rate: w.long_down_rate,
+        zombie_uploads: w.zombie_uploads,
+        tgb_stale_listings: w.tgb_stale_listings,
+        ..cfg.clone()
+    }
+}
+
+/// A regression seed holds in the world it was found in (before cooperative commits,
+/// where it replays its original schedule: their draws come from streams of their own)
+/// and in today's.
 fn must_hold(seed: u64, cfg: SimConfig) {
-    if let Err(f) = run(seed, &cfg) {
-        fail(&f);
+    for c in [before_coop(&cfg), cfg] {
+        if let Err(f) = run(seed, &c) {
+            fail(&f);
+        }
     }
 }
 

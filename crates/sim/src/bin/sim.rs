@@ -1,17 +1,22 @@
 //! Runs many simulation seeds; exits non-zero on the first failure.
 //!
 //! ```text
-//! sim [--seeds N] [--start S] [--seed S] [--trace] [--verbose] [--plant NAME]
+//! sim [--seeds N] [--start S] [--seed S] [--trace] [--verbose] [--plant NAME] [--policy POLICY]
+//!     [--without-coop]
 //! ```
 //! `NAME` is one of `overwrite`, `false-success`, `stale-boundary`, `skip-state-map-check`,
-//! `skip-boundary-check`, `lower-boundary`, `skip-extension-check`, `shared-rank-mark`
-//! (see `PlantedBug`).
+//! `skip-boundary-check`, `lower-boundary`, `skip-extension-check`, `shared-rank-mark`,
+//! `publish-gap`, `publish-stale-epoch`, `skip-others-age-check` (see `PlantedBug`).
+//! `--policy POLICY` (`coop`, `dac`, `naive`, `fixed:K`, `incr`, `aimd`) forces every
+//! producer to that commit policy (`coop` with the run's drawn cadence);
+//! `--without-coop` runs the world before cooperative commits (`SimConfig::without_coop`).
 //! `--seed S` runs one seed (with `--trace` it prints the run's last events
 //! on failure); `--seeds N --start S` runs seeds `S..S+N` with a progress line.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use batchweave_producer::PolicyKind;
 use batchweave_sim::{PlantedBug, SimConfig, run};
 
 /// Prints every `tracing` event of the libraries, with the fields of its
@@ -115,6 +120,22 @@ fn parse() -> Result<Args, String> {
                     Some(Duration::from_millis(num(it.next(), "--orphan-grace-ms")?))
             }
             "--verbose" | "-v" => a.verbose = true,
+            "--policy" => {
+                let name = it.next().ok_or("--policy needs a value")?;
+                let p: PolicyKind = name.parse().map_err(|e| format!("--policy: {e}"))?;
+                a.cfg.policy = Some(p);
+            }
+            "--without-coop" => {
+                let w = SimConfig::without_coop();
+                a.cfg.coop_share = w.coop_share;
+                a.cfg.all_coop_rate = w.all_coop_rate;
+                a.cfg.coop_crash_rate = w.coop_crash_rate;
+                a.cfg.listing_stall_rate = w.listing_stall_rate;
+                a.cfg.short_age_rate = w.short_age_rate;
+                a.cfg.long_down_rate = w.long_down_rate;
+                a.cfg.zombie_uploads = w.zombie_uploads;
+                a.cfg.tgb_stale_listings = w.tgb_stale_listings;
+            }
             "--plant" => {
                 let name = it.next();
                 a.plant = Some(
@@ -126,7 +147,7 @@ fn parse() -> Result<Args, String> {
             "-h" | "--help" => {
                 return Err(format!(
                     "usage: sim [--seeds N] [--start S] [--seed S] [--trace] [--verbose] [--strict] [--gc-stale-reads] [--gc-fresh-reads] [--small-buffers] [--stale-listings] [--check-max-lag] \
-                     [--max-commit-age-ms MS] [--orphan-grace-ms MS] [--plant {}]",
+                     [--max-commit-age-ms MS] [--orphan-grace-ms MS] [--plant {}] [--policy coop|dac|naive|fixed:K|incr|aimd] [--without-coop]",
                     plant_names()
                 ));
             }
@@ -164,7 +185,9 @@ fn main() -> ExitCode {
                     println!(
                         "seed {seed} digest {:016x} steps {} versions {} grid {:?} groups {:?} incarnations {} crashes {} zombies {} suspends {} \
                          restores {} probes {:?} retired {} conflicts {} ambiguous {} lost-replies {} ghosts {}/{} delayed {} \
-                         gc {}/{} deletes-checked {} storage-checks {} reclaimed {:?} faults {:?} virtual {}ms",
+                         gc {}/{} deletes-checked {} storage-checks {} reclaimed {:?} faults {:?} virtual {}ms \
+                         coop {}/{} versions {} published {} crash-after-listing {} fenced-while-published {} fenced-with-uploads {} \
+                         long-downs {} listing-stalls {} zombie-uploads {:?} swept-while-held {} stale-tgb-listings {:?} deleted-listed {} short-ages {:?}",
                         r.digest,
                         r.steps,
                         r.versions,
@@ -189,7 +212,21 @@ fn main() -> ExitCode {
                         r.storage_checks,
                         r.reclaimed,
                         r.faults,
-                        r.virtual_ms
+                        r.virtual_ms,
+                        r.coop.incarnations,
+                        r.incarnations,
+                        r.coop.versions,
+                        r.coop.published_for_others,
+                        r.coop.crashes_after_listing,
+                        r.coop.fenced_while_published,
+                        r.coop.fenced_with_uploads,
+                        r.coop.long_downs,
+                        r.coop.listing_stalls,
+                        r.coop.zombie_uploads,
+                        r.coop.swept_while_held,
+                        r.coop.stale_listings,
+                        r.coop.deleted_listed,
+                        r.coop.short_ages
                     );
                 }
             }
