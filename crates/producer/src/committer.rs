@@ -179,7 +179,8 @@ impl Committer {
 
     /// Whether the incarnation the held version records for our id committed at or
     /// after store time `t` (by the `last_modified` of its last commit's version; a
-    /// version GC deleted is older than any open in progress). Ties count as after:
+    /// version GC deleted, or below the boundary, is older than any open in progress).
+    /// Ties count as after:
     /// a store with one-second timestamps then reports a race, never hides one.
     async fn committed_since(&mut self, t: i64) -> Result<bool, ProducerError> {
         let Some(v) = self
@@ -191,6 +192,16 @@ impl Committer {
         else {
             return Ok(false);
         };
+        // Below the boundary the version was reclaimed (older than any open in progress,
+        // as a deleted one), even when a ghost fills its slot now: the slot's
+        // `last_modified` is then the ghost's, this very open's claim among them (seeds
+        // 9268 and 6858 of the simulation: a restart long after its predecessor's last
+        // commit, on a stale first view, claims the predecessor's epoch, whose version GC
+        // had deleted; its claim lands in that slot as a ghost and was taken for a
+        // concurrent open's).
+        if v < self.follower.boundary().min_live_version {
+            return Ok(false);
+        }
         let store = self.store.clone();
         match store.head(&manifest_key(v)).await {
             Ok(info) => Ok(info.last_modified_ms >= t),

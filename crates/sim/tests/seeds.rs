@@ -607,3 +607,18 @@ fn orphan_sweep_after_a_stale_probe_deletes_nothing_live() {
 fn a_producer_woken_over_a_ghost_base_keeps_committing() {
     must_hold(11700, SimConfig::default());
 }
+
+/// Regression (producer, liveness), found by seed 9268 in a cooperative stream (a crash,
+/// then 34 s down) and kept as seed 6858 (the schedule moved): p4 claims epoch 1 at
+/// 0.6 s (version 1, its entry's last commit), its host stalls 16 s after a listing of
+/// `tgb/`, it stops with `Expired` at 28.9 s, and GC has deleted version 1 meanwhile. Its
+/// restart opens on a stale first view (genesis), claims epoch 1 again, and the claim
+/// lands in the deleted slot 1 as a ghost; resolving it, the open met p4's epoch 1 of the
+/// other incarnation and asked whether that incarnation committed after the open began,
+/// by the `last_modified` of version 1: its own ghost's. It stopped with `OpenRace`
+/// although no other process was alive. A version below the boundary now counts as
+/// older than the open, as a deleted one did.
+#[test]
+fn a_restart_whose_claim_fills_its_predecessors_reclaimed_slot_fences_it() {
+    must_hold(6858, SimConfig::default());
+}
