@@ -180,18 +180,16 @@ impl Committer {
     /// Whether the incarnation the held version records for our id committed at or
     /// after store time `t` (by the `last_modified` of its last commit's version; a
     /// version GC deleted, or below the boundary, is older than any open in progress).
-    /// Ties count as after:
+    /// When that version is another producer's cooperative commit, which published the
+    /// incarnation's uploads, it dates nothing the incarnation did: the `last_modified` of
+    /// the newest upload it published does. Ties count as after:
     /// a store with one-second timestamps then reports a race, never hides one.
     async fn committed_since(&mut self, t: i64) -> Result<bool, ProducerError> {
-        let Some(v) = self
-            .follower
-            .current()
-            .producers
-            .get(&self.me.id)
-            .map(|e| e.last_commit_version)
-        else {
+        let current = self.follower.current().clone();
+        let Some(e) = current.producers.get(&self.me.id) else {
             return Ok(false);
         };
+        let (v, epoch) = (e.last_commit_version, e.epoch);
         // Below the boundary the version was reclaimed (older than any open in progress,
         // as a deleted one), even when a ghost fills its slot now: the slot's
         // `last_modified` is then the ghost's, this very open's claim among them (seeds
@@ -202,8 +200,31 @@ impl Committer {
         if v < self.follower.boundary().min_live_version {
             return Ok(false);
         }
+        // Seed 8354: a crashed incarnation's uploads, published by a cooperative commit
+        // after this open began, were taken for a concurrent open's claim.
+        let at_v = if current.version == v {
+            Some(current.clone())
+        } else {
+            self.follower.chain().read_version(v).await?.map(Arc::new)
+        };
+        let key = match at_v.filter(|m| !m.committer.is_empty() && m.committer != self.me.id) {
+            Some(m) => {
+                let newest = m
+                    .tgbs
+                    .iter()
+                    .filter(|d| {
+                        d.producer_id == self.me.id && d.epoch == epoch && d.visible_version == v
+                    })
+                    .max_by_key(|d| d.sequence);
+                match newest {
+                    Some(d) => d.key.clone(),
+                    None => return Ok(false),
+                }
+            }
+            None => manifest_key(v),
+        };
         let store = self.store.clone();
-        match store.head(&manifest_key(v)).await {
+        match store.head(&key).await {
             Ok(info) => Ok(info.last_modified_ms >= t),
             Err(StoreError::NotFound { .. }) => Ok(false),
             Err(e) => Err(e.into()),
@@ -511,10 +532,19 @@ impl Committer {
             last_seq,
         ) {
             CommitStatus::Committed => {
-                if lost_reply_possible {
+                // Our create took effect (a lost reply) if our entry records our version;
+                // otherwise another producer's cooperative commit published our batch.
+                let ours = self
+                    .follower
+                    .current()
+                    .producers
+                    .get(&self.me.id)
+                    .map(|e| e.last_commit_version)
+                    == self.last_sent;
+                if lost_reply_possible && ours {
                     self.shared.stats_mut(|s| s.lost_replies_recovered += 1);
                 }
-                self.finish_commit(n, true);
+                self.finish_commit(n, ours);
                 Ok(Attempt::Committed)
             }
             CommitStatus::Fenced { epoch, incarnation } => Err(ProducerError::Fenced {

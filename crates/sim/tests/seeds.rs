@@ -622,3 +622,23 @@ fn a_producer_woken_over_a_ghost_base_keeps_committing() {
 fn a_restart_whose_claim_fills_its_predecessors_reclaimed_slot_fences_it() {
     must_hold(6858, SimConfig::default());
 }
+
+/// Regression (producer, liveness), found by seed 8354 with every producer cooperative:
+/// p3 epoch 1 uploads two TGBs and crashes; its restart opens on a stale first view and
+/// claims epoch 1 again, while p0's cooperative commit (version 3) publishes the crashed
+/// incarnation's uploads. The open met p3's epoch 1 of the other incarnation, recorded at
+/// version 3, and dated that incarnation's last commit by the `last_modified` of version
+/// 3, written after the open began: it stopped with `OpenRace` although no other process
+/// of p3 was alive. A cooperative version of another committer now dates only the uploads
+/// it published (the newest of them, by its `last_modified`); the simulation accepts an
+/// `OpenRace` only when the other incarnation committed or uploaded after the open began.
+#[test]
+fn a_restart_racing_a_cooperative_commit_of_its_predecessors_uploads_fences_it() {
+    must_hold(
+        8354,
+        SimConfig {
+            policy: Some("coop".parse().expect("coop parses")),
+            ..SimConfig::default()
+        },
+    );
+}
