@@ -143,13 +143,12 @@ async fn uploads_older_than_their_producers_max_commit_age_are_not_published() {
 #[tokio::test]
 async fn producers_learn_from_the_state_map_that_others_published_their_tgbs() {
     let store = StreamStore::in_memory();
-    // a uploads without committing (its cadence waits); b's flush publishes a's uploads;
+    // a uploads without committing; b's cooperative flush publishes a's uploads;
     // a then sees them committed and never sends them again.
+    // a batches by count (fixed:100), so it never commits three TGBs on its own: a coop
+    // cadence would (alone on a fast store it commits every 4 tau, as DAC).
     let slow = ProducerSettings {
-        policy: batchweave_producer::PolicyKind::Coop(batchweave_producer::CoopParams {
-            interval: Duration::from_secs(3600),
-            ..Default::default()
-        }),
+        policy: "fixed:100".parse().unwrap(),
         ..coop()
     };
     let mut a = Producer::builder(store.clone(), "a")
