@@ -187,7 +187,7 @@ fn build_manifest(input: &mut Input<'_>) -> Manifest {
         grid_dp: input.u32() % 4,
         grid_cp: input.u32() % 4,
         // Sometimes a cooperative version's committer, to reach those rules too.
-        committer: if input.u32() % 4 == 0 {
+        committer: if input.u32().is_multiple_of(4) {
             id(input)
         } else {
             String::new()
