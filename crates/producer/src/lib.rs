@@ -19,8 +19,9 @@
 //!   (because GC had deleted that version) is treated as a conflict.
 //! - **Cooperative commits** (policy `coop`): a commit also publishes the next
 //!   uploads of other producers, found by a listing of `tgb/` and described by
-//!   their keys, under the same rules as their own commits would (contiguous
-//!   sequences, their entry's epoch, `max_commit_age`, `max_lag`, one grid); each
+//!   their keys, under the rules their own commits follow (contiguous sequences,
+//!   their entry's epoch, their `max_commit_age`, one grid; `max_lag` is the
+//!   committer's); each
 //!   producer learns from the state map that its TGBs were published.
 //!
 //! ```
