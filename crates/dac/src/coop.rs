@@ -84,7 +84,7 @@ impl CoopParams {
     }
 }
 
-/// The cooperative cadence (see the [module docs](self)).
+/// The cooperative cadence (the crate docs, section "Cooperative commits", explain it).
 #[derive(Debug, Clone)]
 pub struct Coop {
     params: CoopParams,
