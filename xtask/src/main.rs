@@ -186,9 +186,48 @@ const PUBLISHED: [&str; 9] = [
     "batchweave",
 ];
 
+/// Removes earlier unpacked copies of our own crates from cargo's registry sources.
+/// `cargo package` verifies each crate against the others through a temporary local
+/// registry under `target/package`, which cargo unpacks into `$CARGO_HOME/registry/src/`
+/// under a name derived from that path; a later run from the same checkout path finds
+/// the old copy there (same version) and builds against stale sources. None of these
+/// crates comes from crates.io, so nothing else is touched.
+fn forget_packaged_sources() {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".cargo")));
+    let Some(home) = home else { return };
+    for sub in ["registry/src", "registry/cache"] {
+        let Ok(dirs) = std::fs::read_dir(home.join(sub)) else {
+            continue;
+        };
+        for dir in dirs.flatten() {
+            let Ok(entries) = std::fs::read_dir(dir.path()) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let ours = PUBLISHED.iter().any(|p| {
+                    name.strip_prefix(p)
+                        .is_some_and(|r| r.starts_with("-0") || r.starts_with("-1"))
+                });
+                if ours {
+                    let path = e.path();
+                    let _ = if path.is_dir() {
+                        std::fs::remove_dir_all(&path)
+                    } else {
+                        std::fs::remove_file(&path)
+                    };
+                }
+            }
+        }
+    }
+}
+
 /// `cargo package` of every published crate, with cargo's build of the packaged
 /// sources (which catches a crate that includes a file outside its directory).
 fn package() -> Result<()> {
+    forget_packaged_sources();
     let mut cmd = cargo();
     cmd.args(["package", "--allow-dirty"]);
     for p in PUBLISHED {
