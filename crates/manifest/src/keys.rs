@@ -64,6 +64,20 @@ pub fn tgb_key(producer_id: &str, epoch: u64, sequence: u64) -> String {
     format!("{TGB_DIR}{producer_id}/{epoch:010}-{sequence:020}{TGB_SUFFIX}")
 }
 
+/// The key after which a listing of `tgb/<producer_id>/` (`list_after`) returns exactly
+/// the producer's TGBs beyond `(epoch, sequence)`: every key of either form ([`tgb_key`],
+/// [`described_tgb_key`]) of a later sequence of `epoch`, or of a later epoch, sorts
+/// after it, and every key of `epoch` up to `sequence` (or of an earlier epoch) sorts
+/// before it. A cooperative committer lists each active producer's uploads from its
+/// entry's position this way, so the listing holds what is not yet published, however
+/// many TGBs the stream retains.
+pub fn tgb_key_after(producer_id: &str, epoch: u64, sequence: u64) -> String {
+    // `z` sorts after every character either form puts after the sequence's `.` (`t` of
+    // form 1's `.tgb`, or form 2's first digit). Not `~`: object_store's `Path`
+    // percent-encodes it, and `%` sorts before the digits.
+    format!("{TGB_DIR}{producer_id}/{epoch:010}-{sequence:020}.z")
+}
+
 /// The exact inverse of [`tgb_key`] and [`described_tgb_key`]: `Some((producer_id,
 /// epoch, sequence))` for a key either produces from a valid producer id, `None` for
 /// anything else

@@ -99,7 +99,7 @@ pub use keys::{
     GC_BOUNDARY_KEY, KeyDescription, MANIFEST_DIR, MAX_ID_LEN, MAX_KEY_BYTES, TGB_DIR,
     WATERMARK_DIR, described_tgb_key, group_layout_key, layout_mark_names, manifest_key,
     parse_described_tgb_key, parse_manifest_key, parse_tgb_key, parse_watermark_key, position_name,
-    rank_mark_name, tgb_key, validate_key, validate_producer_id, watermark_key,
+    rank_mark_name, tgb_key, tgb_key_after, validate_key, validate_producer_id, watermark_key,
 };
 pub use limits::DecodeLimits;
 pub use pb::{GcBoundary, GroupLayout, Manifest, ProducerState, TgbDescriptor, Watermark};

@@ -15,7 +15,7 @@ use batchweave_manifest::{
     DecodeLimits, Manifest, Pending, ProducerState, RebaseError, TgbDescriptor, check_extends,
     decode_manifest, described_tgb_key, descriptor_from_key, encode_manifest,
     parse_described_tgb_key, parse_tgb_key, rebase, rebase_cooperative, rules, stream_grid,
-    tgb_key, validate, validate_descriptor,
+    tgb_key, tgb_key_after, validate, validate_descriptor,
 };
 use common::{Mix, pending, random_tgb, tgb};
 use proptest::collection::vec;
@@ -663,6 +663,31 @@ proptest! {
         listed.sort();
         for w in listed.windows(2) {
             prop_assert!((w[0].1, w[0].2) <= (w[1].1, w[1].2), "{:?} then {:?}", w[0], w[1]);
+        }
+    }
+
+    #[test]
+    fn a_listing_after_a_position_holds_exactly_the_later_keys(
+        at in (0..10_000_000_000u64, prop_oneof![0..4u64, any::<u64>()]),
+        keys in vec((0..10_000_000_000u64, prop_oneof![0..4u64, any::<u64>()], any::<bool>(), any::<u64>()), 1..24),
+    ) {
+        // What a cooperative committer lists for one producer: `list_after` compares keys
+        // as strings, so a key is returned iff it sorts after the offset.
+        let offset = tgb_key_after("prep-3", at.0, at.1);
+        // Only characters object_store's `Path` keeps as they are (it percent-encodes
+        // others such as `~`, and a backend then compares the encoded form).
+        prop_assert!(
+            offset.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-/".contains(&b)),
+            "{}", offset
+        );
+        for &(epoch, sequence, form2, seed) in &keys {
+            let d = random_tgb(&mut Mix(seed), "prep-3", epoch, sequence, (2, 1), seed);
+            let key = if form2 { described_tgb_key(&d) } else { d.key };
+            prop_assert_eq!(
+                key.as_str() > offset.as_str(),
+                (epoch, sequence) > at,
+                "{} against {}", key, offset
+            );
         }
     }
 }

@@ -19,9 +19,10 @@ use batchweave_chain::Follower;
 use batchweave_dac::{AttemptOutcome, CommitPolicy, Decision};
 use batchweave_manifest::{
     CommitStatus, Manifest, Pending, TGB_DIR, TgbDescriptor, commit_status, descriptor_from_key,
-    manifest_key, parse_described_tgb_key, rebase_cooperative, try_encode_manifest,
+    manifest_key, parse_described_tgb_key, rebase_cooperative, tgb_key_after, try_encode_manifest,
 };
-use batchweave_store::{StoreError, StreamStore};
+use batchweave_store::{ObjectInfo, StoreError, StreamStore};
+use futures::{StreamExt, TryStreamExt};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::{Semaphore, mpsc, oneshot};
@@ -68,6 +69,12 @@ pub(crate) struct Committer {
 /// An entry whose `last_commit_ms` is older than this, against the base's
 /// `committed_at_ms`, is not counted as an active producer by a cooperative cadence.
 const ACTIVE_WINDOW_MS: u64 = 60_000;
+
+/// Keys per listing request (S3's and GCS's page size; Azure's default is larger).
+const LIST_PAGE: usize = 1000;
+
+/// Per-producer listings of a cooperative attempt in flight at once.
+const LIST_CONCURRENCY: usize = 32;
 
 /// A candidate version ready to be created: it commits the first `n` pending TGBs (the
 /// last of them, or the entry's, has sequence `last_seq`).
@@ -402,7 +409,7 @@ impl Committer {
     /// orphan sweep makes; its `orphan_margin` covers the clock skew).
     /// [`rebase_cooperative`] then keeps each producer's contiguous run.
     async fn offers(&mut self, now_ms: u64) -> Result<Vec<TgbDescriptor>, ProducerError> {
-        let listed = self.store.list(TGB_DIR).await?;
+        let listed = list_offers(&self.store, self.follower.current(), &self.me.id).await?;
         let base = self.follower.current();
         let bugs = planted();
         let mut out = Vec::new();
@@ -730,6 +737,49 @@ fn active_producers(m: &Manifest) -> usize {
         .max(1)
 }
 
+/// The listing behind a cooperative attempt's offers, on `base` for producer `me`,
+/// whichever takes fewer requests: one listing of `tgb/` (a request per 1,000 keys,
+/// and `tgb/` holds about what the base retains, GC reclaiming behind the consumers),
+/// or one listing per active producer from its entry's position ([`tgb_key_after`]),
+/// which returns only what that producer uploaded beyond what the base publishes, so
+/// its cost does not grow with the retained window. At most [`LIST_CONCURRENCY`] of
+/// those run at once.
+async fn list_offers(
+    store: &StreamStore,
+    base: &Manifest,
+    me: &str,
+) -> Result<Vec<ObjectInfo>, StoreError> {
+    let since = base.committed_at_ms.saturating_sub(ACTIVE_WINDOW_MS);
+    let active: Vec<String> = base
+        .producers
+        .iter()
+        .filter(|(id, e)| id.as_str() != me && e.last_commit_ms >= since && e.max_commit_age_ms > 0)
+        .map(|(id, e)| tgb_key_after(id, e.epoch, e.last_sequence))
+        .collect();
+    if !list_per_producer(base.tgbs.len(), active.len()) {
+        return store.list(TGB_DIR).await;
+    }
+    let lists = futures::stream::iter(active.into_iter().map(|after| {
+        let store = store.clone();
+        async move {
+            let prefix = after[..after.rfind('/').map_or(after.len(), |i| i + 1)].to_owned();
+            store.list_after(&prefix, &after).await
+        }
+    }))
+    .buffer_unordered(LIST_CONCURRENCY)
+    .try_collect::<Vec<_>>()
+    .await?;
+    Ok(lists.into_iter().flatten().collect())
+}
+
+/// Whether a cooperative attempt lists each of `active` producers from its position
+/// rather than all of `tgb/`, given that the base retains `retained` TGBs (about what
+/// `tgb/` holds besides the uploads not yet published): when that takes fewer requests.
+fn list_per_producer(retained: usize, active: usize) -> bool {
+    let full_pages = retained.saturating_add(active).div_ceil(LIST_PAGE).max(1);
+    active < full_pages
+}
+
 /// Planted bugs ([`crate::planted`]): publications `rebase_cooperative` refuses, added to
 /// `candidate` as if it had accepted them, for the simulation to show they are caught.
 fn plant_publications(
@@ -773,5 +823,26 @@ fn plant_publications(
         }
         candidate.committer = me.to_owned();
         return;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_large_retained_window_is_listed_per_producer() {
+        // A small stream: one listing of `tgb/` is one request.
+        assert!(!list_per_producer(0, 1));
+        assert!(!list_per_producer(900, 99));
+        assert!(!list_per_producer(10, 1023));
+        // 1,024 producers and 30,000 retained TGBs: 31 pages against 1,023 listings.
+        assert!(!list_per_producer(30_000, 1023));
+        // 256 producers and 300,000 retained TGBs (a long checkpoint window): 301 pages
+        // against 255 listings of a few keys each.
+        assert!(list_per_producer(300_000, 255));
+        assert!(list_per_producer(1_001, 1));
+        assert!(!list_per_producer(999, 1));
+        assert!(!list_per_producer(usize::MAX, usize::MAX));
     }
 }

@@ -218,3 +218,35 @@ async fn sixteen_cooperative_producers_race_exactly_once_on_every_store() {
         );
     }
 }
+
+#[tokio::test]
+async fn with_a_large_retained_window_a_committer_lists_only_what_is_unpublished() {
+    // 2,100 retained TGBs of one producer: three listing pages of `tgb/` against two
+    // active producers (`bulk` and `a`), so the committer lists each producer from its
+    // entry's position, and must still find what a crashed producer uploaded beyond its
+    // entry.
+    for target in batchweave_store::testing::embedded_targets() {
+        let store = target.open_fresh("retained").await.unwrap();
+        let mut bulk = Producer::builder(store.clone(), "bulk")
+            .open()
+            .await
+            .unwrap();
+        for off in 1..=2100 {
+            bulk.append(2, 1, slices("bulk", off, 2), off)
+                .await
+                .unwrap();
+        }
+        bulk.close().await.unwrap();
+        // `a` commits 1 itself, then uploads 2..=4 and dies before committing them.
+        commit_one(&store, "a", 1).await;
+        let epoch = upload_then_crash(&store, "a", 2..=4, coop()).await;
+        assert!(epoch > 1);
+        let b = commit_one(&store, "b", 1).await;
+        let newest = check_chain(&store).await;
+        assert!(newest.tgbs.len() > 2000, "{}", newest.tgbs.len());
+        assert_eq!(b.tgbs_published_for_others, 3, "{}: {b:?}", target.name);
+        let per = check_exactly_once(&store, &newest).await;
+        assert_eq!(per["a"].len(), 4, "{per:?}");
+        assert_eq!(per["bulk"].len(), 2100);
+    }
+}
