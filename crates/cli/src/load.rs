@@ -43,6 +43,10 @@ pub(crate) struct LoadArgs {
     /// (default: the library's).
     #[arg(long)]
     policy: Option<String>,
+    /// Seconds between GC passes behind the ranks' checkpoints, as a deployment runs
+    /// GC; 0 turns GC off (the manifest then keeps every step, `tgb/` every object).
+    #[arg(long, default_value_t = 1.0)]
+    gc_interval_secs: f64,
 }
 
 /// Runs `batchweave load`.
@@ -68,12 +72,22 @@ pub(crate) async fn run(a: LoadArgs) -> Result<()> {
         slice_bytes: a.slice_bytes,
         seed: a.seed,
         observe_poll: Duration::from_millis(a.observe_poll_ms.max(1)),
+        gc_interval: (a.gc_interval_secs > 0.0)
+            .then(|| Duration::try_from_secs_f64(a.gc_interval_secs))
+            .transpose()
+            .context("--gc-interval-secs")?,
     };
     let stream = open_stream(&a.store).await?;
     let (dp, cp) = cfg.grid();
     println!(
-        "load: {} producers ({policy}), {} ranks (DP={dp} x CP={cp}), {} s, error rate {}, store {}",
-        a.producers, a.ranks, a.duration_secs, a.error_rate, a.store
+        "load: {} producers ({policy}), {} ranks (DP={dp} x CP={cp}), {} s, error rate {}, gc {}, store {}",
+        a.producers,
+        a.ranks,
+        a.duration_secs,
+        a.error_rate,
+        cfg.gc_interval
+            .map_or_else(|| "off".to_owned(), |d| format!("every {:?}", d)),
+        a.store
     );
     let bars = Bars::new("{prefix:>8} [{bar:40}] {pos}/{len} s {msg}", true);
     let r = load::run(&stream, &cfg, bars.as_ref()).await?;

@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use batchweave::store::{FaultRule, FaultStats, FaultStore};
-use batchweave::{MeshConfig, PolicyKind, ProducerSettings, ProducerStats, RankConfig, Stream};
+use batchweave::{
+    GcSettings, MeshConfig, PolicyKind, ProducerSettings, ProducerStats, RankConfig, Stream,
+};
 use tokio::task::JoinSet;
 
 use crate::progress::Progress;
@@ -38,6 +40,10 @@ pub struct LoadConfig {
     pub observe_poll: Duration,
     /// The producers' commit policy.
     pub policy: PolicyKind,
+    /// A reclaimer runs a pass this often behind the ranks' checkpoints, as a deployment
+    /// runs GC (`None`: nothing is reclaimed, the manifest keeps every step and `tgb/`
+    /// every object of the run).
+    pub gc_interval: Option<Duration>,
 }
 
 impl Default for LoadConfig {
@@ -51,6 +57,7 @@ impl Default for LoadConfig {
             seed: 1,
             observe_poll: Duration::from_millis(20),
             policy: PolicyKind::default(),
+            gc_interval: Some(Duration::from_secs(1)),
         }
     }
 }
@@ -185,6 +192,12 @@ pub async fn run(base: &Stream, a: &LoadConfig, progress: &dyn Progress) -> Resu
             observer.recorder(),
         ));
     }
+    // GC on the faulty store, like everything the job runs; its passes retry on the next
+    // interval. It trims behind the ranks' checkpoints (group `load`), so what the
+    // manifest retains and what `tgb/` holds stay bounded by the ranks' lag.
+    let gc = a
+        .gc_interval
+        .map(|every| stream.reclaimer(GcSettings::default()).spawn(every));
     let mut ranks: JoinSet<Result<RankResult>> = JoinSet::new();
     for r in 0..a.ranks {
         ranks.spawn(rank(
@@ -226,6 +239,9 @@ pub async fn run(base: &Stream, a: &LoadConfig, progress: &dyn Progress) -> Resu
         cstats.push(st);
     }
     bar.finish();
+    if let Some(gc) = gc {
+        gc.stop();
+    }
     let committed = pstats.iter().map(|s| s.last_sequence).sum::<u64>();
     let (lost, duplicated, reordered, problems) = verdict(&logs, committed);
     Ok(LoadReport {
@@ -373,6 +389,7 @@ mod tests {
                 seed: 3,
                 observe_poll: Duration::from_millis(20),
                 policy: policy.parse().unwrap(),
+                gc_interval: Some(Duration::from_millis(200)),
             };
             let r = run(&stream, &cfg, &NoProgress).await.unwrap();
             assert!(r.passed(), "{r:?}");
@@ -388,6 +405,13 @@ mod tests {
             assert!(
                 r.faults.before + r.faults.after > 0,
                 "faults were injected: {r:?}"
+            );
+            // GC ran behind the ranks: some of what they read is gone again.
+            let stored = stream.store().list("tgb/").await.unwrap().len() as u64;
+            assert!(
+                stored < r.committed(),
+                "{stored} of {} TGBs still stored",
+                r.committed()
             );
         }
     }
