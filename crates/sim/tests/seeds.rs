@@ -326,7 +326,7 @@ fn planted_shared_rank_mark_is_caught() {
     caught_by(
         PlantedBug::SharedRankMark,
         &["gc-safety", "reclaim-safety"],
-        22,
+        13,
     );
 }
 
@@ -346,7 +346,7 @@ fn planted_publish_gap_is_caught() {
             "reader-rules",
             "reader-refused",
         ],
-        8,
+        4,
     );
 }
 
@@ -370,25 +370,23 @@ fn planted_publish_stale_epoch_is_caught() {
     assert_eq!(f.invariant(), Some("fenced-published"), "{f}");
 }
 
-/// (g) A cooperative committer without the age check: at seed 12 it publishes an upload
+/// (g) A cooperative committer without the age check: at seed 8 it publishes an upload
 /// older than its producer's `max_commit_age` (`coop-age`, the rule GC's orphan sweep
-/// relies on); at seed 568 the harm itself: in a cooperative stream with short ages and
-/// `max_lag` 5, uploads wait for room until they are older than their producers'
-/// `max_commit_age` (the owners stop with `Expired`), GC sweeps them as orphans at 19.2 s,
-/// and a committer without the check publishes one of them at 19.5 s: version 7 lists a
-/// deleted TGB (`published-reclaimed`).
+/// relies on); at seed 1834 the harm itself: GC sweeps p0's sequence-7 upload as an
+/// orphan at 32.8 s, and at 32.9 s a committer without the check publishes it: version 20
+/// lists a deleted TGB (`published-reclaimed`).
 #[test]
 fn planted_skip_others_age_check_is_caught() {
     caught_by(
         PlantedBug::SkipOthersAgeCheck,
         &["coop-age", "published-reclaimed", "visible-object-present"],
-        12,
+        8,
     );
     let cfg = SimConfig {
         plant: Some(PlantedBug::SkipOthersAgeCheck),
         ..SimConfig::default()
     };
-    let f = run(568, &cfg).expect_err("seed 568 publishes a swept orphan");
+    let f = run(1834, &cfg).expect_err("seed 1834 publishes a swept orphan");
     assert_eq!(f.invariant(), Some("published-reclaimed"), "{f}");
 }
 
