@@ -85,6 +85,8 @@ pub use config::RankConfig;
 pub use consumer::{Batch, Consumer};
 pub use error::ConsumerError;
 pub use poll::LIST_PROBE_EVERY;
+#[doc(hidden)]
+pub use poll::ManifestTracker;
 pub use read::BatchSource;
 pub use settings::{ConsumerSettings, MAX_PREFETCH, ReadMode};
 pub use state::{ConsumerState, MAX_STATE_BYTES, STATE_FORMAT};

@@ -128,3 +128,52 @@ impl Tracker {
         Ok(waited.then(|| clock.now().saturating_duration_since(start)))
     }
 }
+
+/// A consumer's manifest following without its reads: the same `Tracker` and
+/// `wait_until` loop a [`Consumer`](crate::Consumer) runs when the step it needs is not in
+/// the held version, for benchmarks that follow a stream with many ranks and count what
+/// they read (`bench visibility`). Not part of the supported API.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct ManifestTracker {
+    tracker: Tracker,
+    poll_min: Duration,
+    poll_max: Duration,
+}
+
+impl ManifestTracker {
+    /// A tracker on `store` (pass a handle with counters of its own to count its
+    /// requests) that polls and decodes as a consumer with `settings` does.
+    pub fn new(store: StreamStore, settings: &crate::ConsumerSettings) -> Self {
+        Self {
+            tracker: Tracker::new(store, settings.limits),
+            poll_min: settings.poll_min,
+            poll_max: settings.poll_max,
+        }
+    }
+
+    /// Positions as a consumer resuming from a checkpoint of manifest version `version`
+    /// (0: a fresh consumer).
+    pub async fn start_at(&mut self, version: u64) -> Result<(), ConsumerError> {
+        self.tracker.start_at(version).await
+    }
+
+    /// Waits as a consumer whose grid is the stream's does for consumer step `step`:
+    /// until the held version lists more than `step` TGBs. Returns the time spent waiting
+    /// when it had to wait.
+    pub async fn wait_for_step(&mut self, step: u64) -> Result<Option<Duration>, ConsumerError> {
+        self.tracker
+            .wait_until(|m| Ok(m.total_tgbs > step), self.poll_min, self.poll_max)
+            .await
+    }
+
+    /// The version held.
+    pub fn current(&self) -> &Arc<Manifest> {
+        self.tracker.current()
+    }
+
+    /// Manifest versions, boundary reads and their bytes so far.
+    pub fn chain_stats(&self) -> batchweave_chain::ChainStats {
+        self.tracker.chain_stats()
+    }
+}
