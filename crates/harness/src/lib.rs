@@ -12,6 +12,7 @@
 //! | [`load`] | many producers and ranks for minutes with seeded faults on every request; nothing lost, duplicated or reordered |
 //! | [`bench`](mod@bench) | the paper's section 7 experiments as ratios against same-run baselines, with JSON results and SVG plots |
 //! | [`visibility`] | an observer of the manifest chain: how long after its append returned a TGB is listed (visibility latency, drain time) |
+//! | [`readers`] | many consumer ranks following the chain with the consumers' own polling loop: the manifest and boundary bytes and requests they cost |
 //! | [`rusage`] | CPU time and peak RSS of this process (getrusage) |
 //! | [`progress`] | how a run reports progress to whoever draws it |
 //!
@@ -26,5 +27,6 @@ pub mod demo;
 pub mod load;
 pub mod payload;
 pub mod progress;
+pub mod readers;
 pub mod rusage;
 pub mod visibility;

@@ -194,6 +194,25 @@ impl Env {
         }
     }
 
+    /// A handle on `fresh`'s stream for readers that must not share the producers'
+    /// request-rate budget: on the simulator the same objects behind a latency model of
+    /// its own (same parameters, its own rate gates and jitter seeded by `salt`), so
+    /// their queueing does not slow the producers; elsewhere the same backend with fresh
+    /// counters.
+    pub(crate) fn reader_store(&self, fresh: &Fresh, salt: u64) -> StreamStore {
+        match (&*self.base, &fresh.mem) {
+            (Base::Sim(model), Some(mem)) => {
+                let clock = fresh.store.clock().clone();
+                let seed = self.seed.wrapping_mul(7_919).wrapping_add(salt);
+                let lat = LatencyStore::new(mem.clone(), *model, seed, clock.clone());
+                StreamStore::from_object_store(Arc::new(lat), "", "sim://")
+                    .with_clock(clock)
+                    .with_seed(seed)
+            }
+            _ => fresh.store.map_backend(|b| b),
+        }
+    }
+
     /// Removes a finished stream's objects from the local directory (the
     /// simulator frees memory when the backend is dropped).
     pub(crate) fn discard(&self, fresh: Fresh) {

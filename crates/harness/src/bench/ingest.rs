@@ -9,11 +9,14 @@ use anyhow::Context;
 use batchweave::producer::ProducerBuilder;
 use batchweave::store::StreamStore;
 use batchweave::tgb::encode_tgb;
-use batchweave::{GcSettings, PolicyKind, Producer, ProducerSettings, ProducerStats, Stream};
+use batchweave::{
+    ConsumerSettings, GcSettings, PolicyKind, Producer, ProducerSettings, ProducerStats, Stream,
+};
 use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::env::{Env, spawn_reaper};
+use crate::readers::{Readers, ReadersReport};
 use crate::visibility::{Observer, VisibilityReport};
 
 /// The shape of one run.
@@ -43,6 +46,15 @@ pub(crate) struct Shape {
     /// at N = 1024 costs minutes of wall time on the simulator and measures nothing of
     /// interest here.
     pub(crate) open_first: Option<Duration>,
+    /// Groups of consumer ranks to run over the measured window, by size: each group
+    /// follows the stream with the consumers' own polling loop
+    /// ([`Readers`](crate::readers::Readers)) on a store handle of its own (on the
+    /// simulator its own latency model and rate gates, so neither the producers nor the
+    /// other groups queue behind it). Empty: none.
+    pub(crate) readers: &'static [usize],
+    /// How long the reader groups run, from the end of the warmup (at most to the end
+    /// of the window).
+    pub(crate) readers_window: Duration,
 }
 
 /// How a producer task gets its producer.
@@ -103,6 +115,8 @@ pub(crate) struct Ingest {
     pub(crate) opened: usize,
     /// With [`Shape::open_first`]: how long opening every producer took.
     pub(crate) open_time: Option<Duration>,
+    /// One report per group of [`Shape::readers`], in order.
+    pub(crate) readers: Vec<ReadersReport>,
 }
 
 fn tgb_body(payload: usize) -> anyhow::Result<(Vec<Bytes>, u64)> {
@@ -163,6 +177,31 @@ pub(crate) async fn ingest(env: &Env, shape: Shape, policy: PolicyKind) -> anyho
     let sampled = (start + shape.warmup, end - shape.window / 10);
     let enc = encode_tgb(1, 1, vec![Bytes::from(vec![0x5a; shape.payload])])?;
     let trimmer = spawn_trimmer(&stream, Duration::from_secs(1));
+    // The reader groups start positioned at the head once the warmup is over and stop
+    // after `readers_window` (or at the end of the window).
+    let reader_groups = (!shape.readers.is_empty()).then(|| {
+        let stores: Vec<StreamStore> = (0..shape.readers.len())
+            .map(|i| env.reader_store(&fresh, i as u64))
+            .collect();
+        let (ws, clock) = (shape.readers, clock.clone());
+        let at = start + shape.warmup;
+        let until = (at + shape.readers_window).min(end);
+        tokio::spawn(async move {
+            clock.sleep(at.saturating_duration_since(clock.now())).await;
+            let mut groups = Vec::with_capacity(ws.len());
+            for (store, &w) in stores.iter().zip(ws) {
+                groups.push(Readers::start(store, w, ConsumerSettings::default()).await?);
+            }
+            clock
+                .sleep(until.saturating_duration_since(clock.now()))
+                .await;
+            let mut reports = Vec::with_capacity(groups.len());
+            for g in groups {
+                reports.push(g.finish().await?);
+            }
+            anyhow::Ok(reports)
+        })
+    });
     let mut tasks = Vec::with_capacity(shape.producers);
     for (i, how) in starts.into_iter().enumerate() {
         let (slots, enc, clock) = (slots.clone(), enc.clone(), clock.clone());
@@ -242,6 +281,10 @@ pub(crate) async fn ingest(env: &Env, shape: Shape, policy: PolicyKind) -> anyho
         marks.push((t.saturating_duration_since(start).as_secs_f64(), now));
     }
     let stream_at_end = committed_now().await;
+    let readers = match reader_groups {
+        Some(g) => g.await.context("reader groups")??,
+        None => Vec::new(),
+    };
     let mut finals = Vec::with_capacity(tasks.len());
     for t in tasks {
         // `None`: the producer was still opening when the run ended.
@@ -299,6 +342,7 @@ pub(crate) async fn ingest(env: &Env, shape: Shape, policy: PolicyKind) -> anyho
         end: Some(end),
         opened: finals.len(),
         open_time,
+        readers,
         // Every TGB of the run has the same size.
         bytes_per_sec: stream_at_end.saturating_sub(stream_at_warmup) as f64
             * enc.object_size as f64

@@ -112,6 +112,8 @@ pub(crate) async fn producers(env: Env) -> anyhow::Result<Outcome> {
                 single_worker: false,
                 observe: None,
                 open_first: None,
+                readers: &[],
+                readers_window: Duration::ZERO,
             };
             bar.set_message(format!("N={n} {} raw PUT", size_label(size)));
             let raw = raw_put(&env, shape).await?;
@@ -330,6 +332,8 @@ pub(crate) async fn dac(env: Env) -> anyhow::Result<Outcome> {
         single_worker: true,
         observe: None,
         open_first: None,
+        readers: &[],
+        readers_window: Duration::ZERO,
     };
     let pols = policies()?;
     let bar = env.meter(2 * pols.len() as u64, "dac");

@@ -12,6 +12,7 @@ use super::ingest::{Ingest, Shape, ingest};
 use super::plot::{Chart, Panel, Series};
 use super::producers::{assumed_tau, dac_gap};
 use super::{Env, Outcome, ratio, round, size_label};
+use crate::readers::ReadersReport;
 use crate::visibility::VisibilityReport;
 
 /// The policies compared unless the caller names others (CLI spelling). A name that
@@ -55,6 +56,96 @@ fn sweep(env: &Env) -> Vec<(usize, Duration)> {
     }
 }
 
+/// Consumer ranks following the stream at a point of `n` producers, by group size (each
+/// group on a store handle of its own, started at the head after the warmup). W = 8
+/// everywhere (the ranks do not interact below the rate limit, so a group of W' < 5,500
+/// GET/s / ~100 requests per rank-second costs W'/8 times what it does) and W = 1024,
+/// where the ranks share one 5,500 GET/s gate, at N = 1024 only: 1024 ranks decoding
+/// every version cost minutes of wall time at N = 128 too. The simulator only: on a real
+/// store they would be that many pollers of a local directory or server.
+fn reader_groups(env: &Env, n: usize) -> &'static [usize] {
+    match (env.sim, env.quick) {
+        (true, false) if n >= 1024 => &[8, 1024],
+        (true, _) => &[8],
+        (false, _) => &[],
+    }
+}
+
+/// How long the reader groups follow the stream, from the end of the warmup: about ten
+/// versions at every point (N = 1024 commits about 1.2 versions a second under both
+/// policies), short enough that 1024 ranks decoding every version they read (about 1 MB
+/// each under `coop` at N = 1024) cost a minute or two of wall time, not ten.
+fn readers_window(n: usize) -> Duration {
+    Duration::from_secs(if n >= 1024 { 6 } else { 10 })
+}
+
+/// The stream grid assumed for `w` ranks (DP x CP = W, every rank one slice of each TGB):
+/// CP 8 from 128 ranks on, CP 2 below, as long-context jobs of that size run.
+fn grid_for(w: usize) -> (u32, u32) {
+    let w = u32::try_from(w).unwrap_or(u32::MAX).max(1);
+    let cp = if w >= 128 {
+        8
+    } else if w >= 2 {
+        2
+    } else {
+        1
+    };
+    (w / cp, cp)
+}
+
+/// The footer length of a [`PAYLOAD`] TGB cut into `dp * cp` slices: what a rank's one
+/// footer read per TGB fetches.
+fn footer_len(dp: u32, cp: u32) -> anyhow::Result<u32> {
+    let n = (dp * cp) as usize;
+    let slices = (0..n)
+        .map(|i| bytes::Bytes::from(vec![0u8; PAYLOAD / n + usize::from(i < PAYLOAD % n)]))
+        .collect();
+    Ok(batchweave::tgb::encode_tgb(dp, cp, slices)?.footer_length)
+}
+
+/// One reader group's figures: measured chain reads, computed slice reads.
+fn readers_json(r: &ReadersReport) -> anyhow::Result<Value> {
+    let w = usize::try_from(r.w).unwrap_or(usize::MAX).max(1);
+    let (dp, cp) = grid_for(w);
+    let footer = u64::from(footer_len(dp, cp)?);
+    // Each rank delivers its 1/W of every TGB it saw become visible.
+    let delivered = r.tgbs_delivered as f64 * PAYLOAD as f64 / w as f64;
+    let chain_bytes = (r.manifest_bytes + r.boundary_bytes) as f64;
+    // Per TGB and rank: one footer read (cached per TGB) and one slice read.
+    let slice_gets = 2 * r.tgbs_delivered;
+    let s = r.elapsed.as_secs_f64().max(1e-9);
+    let per_s = |n: f64| round(n / s, 1);
+    Ok(json!({
+        "w": r.w,
+        "grid_dp": dp,
+        "grid_cp": cp,
+        "seconds": round(s, 3),
+        "tgbs_committed": r.head_tgbs,
+        "tgbs_delivered_per_rank": round(ratio(r.tgbs_delivered as f64, r.w as f64), 1),
+        "max_behind_tgbs": r.max_behind_tgbs,
+        "delivered_bytes": round(delivered, 0),
+        "manifest_bytes": r.manifest_bytes,
+        "boundary_bytes": r.boundary_bytes,
+        "manifest_bytes_per_delivered_byte": round(ratio(chain_bytes, delivered), 4),
+        "manifest_bytes_per_rank_per_s": per_s(chain_bytes / w as f64),
+        "versions_read_per_rank_per_s": round(ratio(r.versions_read as f64, r.w as f64) / s, 3),
+        "manifest_gets_per_s": per_s(r.manifest_gets as f64),
+        "manifests_found_per_s": per_s(r.manifests_read as f64),
+        "boundary_gets_per_s": per_s(r.boundary_gets as f64),
+        "listings_per_s": per_s((r.manifest_lists + r.boundary_lists) as f64),
+        "manifest_listings_per_s": per_s(r.manifest_lists as f64),
+        "chain_requests_per_s": per_s(r.requests() as f64),
+        "slice_range_gets_per_s": per_s(slice_gets as f64),
+        "footer_bytes_per_tgb_per_rank": footer,
+        "footer_bytes_per_delivered_byte": round(
+            ratio((footer * r.tgbs_delivered) as f64, delivered),
+            4
+        ),
+        "requests_per_s": per_s((r.requests() + slice_gets) as f64),
+        "errors": r.errors,
+    }))
+}
+
 /// Policy names with what they parsed to.
 type Parsed = Vec<(String, PolicyKind)>;
 
@@ -94,8 +185,19 @@ fn ms_cell(v: &VisibilityReport, d: Duration) -> String {
     }
 }
 
-fn point_json(name: &str, n: usize, shape: &Shape, r: &Ingest, v: &VisibilityReport) -> Value {
-    json!({
+fn point_json(
+    name: &str,
+    n: usize,
+    shape: &Shape,
+    r: &Ingest,
+    v: &VisibilityReport,
+) -> anyhow::Result<Value> {
+    let readers = r
+        .readers
+        .iter()
+        .map(readers_json)
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(json!({
         "policy": name,
         "producers": n,
         "producers_opened": r.opened,
@@ -135,7 +237,28 @@ fn point_json(name: &str, n: usize, shape: &Shape, r: &Ingest, v: &VisibilityRep
             "manifest_bytes_read": v.manifest_bytes,
             "manifest_bytes_per_visible_byte": round(v.manifest_bytes_per_visible_byte(), 4),
         },
-    })
+        "readers": readers,
+    }))
+}
+
+/// One table row of a reader group.
+fn reader_row(name: &str, n: usize, g: &ReadersReport) -> anyhow::Result<String> {
+    let j = readers_json(g)?;
+    let f = |k: &str| j[k].as_f64().unwrap_or(0.0);
+    Ok(format!(
+        "   {name:>10} {n:>5} {:>5} {:>8} | {:>10.3} {:>10.1} {:>9.2} | {:>10.0} {:>9.0} {:>9.0} {:>9.0} {:>11.0} | {:>6}",
+        g.w,
+        format!("{}x{}", f("grid_dp"), f("grid_cp")),
+        f("manifest_bytes_per_delivered_byte"),
+        f("manifest_bytes_per_rank_per_s") / 1e3,
+        f("versions_read_per_rank_per_s"),
+        f("manifest_gets_per_s"),
+        f("boundary_gets_per_s"),
+        f("listings_per_s"),
+        f("chain_requests_per_s"),
+        f("slice_range_gets_per_s"),
+        g.max_behind_tgbs,
+    ))
 }
 
 /// Every policy at every producer count, each run with a visibility observer.
@@ -171,6 +294,7 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
         reqs.push(Series::new(name.clone(), vec![]));
     }
     let mut points = Vec::new();
+    let mut reader_rows = Vec::new();
     for &(n, window) in &points_nw {
         let shape = Shape {
             producers: n,
@@ -183,6 +307,8 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
             single_worker: false,
             observe: Some(POLL),
             open_first: Some(open_limit(&env)),
+            readers: reader_groups(&env, n),
+            readers_window: readers_window(n),
         };
         for (i, (name, kind)) in pols.iter().enumerate() {
             bar.set_message(format!("N={n} {name}"));
@@ -217,7 +343,10 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
             if r.tgbs_committed > 0 {
                 reqs[i].points.push((n as f64, per_tgb));
             }
-            let mut p = point_json(name, n, &shape, &r, &v);
+            for g in &r.readers {
+                reader_rows.push(reader_row(name, n, g)?);
+            }
+            let mut p = point_json(name, n, &shape, &r, &v)?;
             p["wall_seconds"] = json!(round(wall.as_secs_f64(), 1));
             points.push(p);
         }
@@ -227,6 +356,33 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
         "   visibility = append returned -> first manifest version listing the TGB, as seen by an observer polling every {} ms: each sample is late by up to that plus one manifest read; uploads of the warmup and of the window's last tenth are not sampled; 'never visible' = sampled uploads not listed when the window closed; 'opened' = producers open when the run started (opened one by one before it)",
         POLL.as_millis()
     ));
+    if !reader_rows.is_empty() {
+        table.push(String::new());
+        table.push(format!(
+            "   {:>10} {:>5} {:>5} {:>8} | {:>10} {:>10} {:>9} | {:>10} {:>9} {:>9} {:>9} {:>11} | {:>6}",
+            "readers",
+            "N",
+            "W",
+            "grid",
+            "mf B/dlv B",
+            "mf KB/rk/s",
+            "ver/rk/s",
+            "mf GET/s",
+            "bnd GET/s",
+            "lists/s",
+            "chain r/s",
+            "slice GET/s",
+            "behind"
+        ));
+        table.extend(reader_rows);
+        table.push(format!(
+            "   readers = W consumer ranks started at the head after the warmup, each following the chain with the consumer's own polling loop (default settings: {}-{} ms backoff) and taking no time per step; 'mf B/dlv B' = manifest + boundary bytes read by all ranks / bytes delivered to them (each rank 1/W of every {} TGB it saw); slice GETs computed (footer + slice per TGB per rank, not made); 'behind' = most TGBs a rank was behind the head at the end; each group has its own latency model and rate gates ({} GET/s)",
+            batchweave::ConsumerSettings::default().poll_min.as_millis(),
+            batchweave::ConsumerSettings::default().poll_max.as_millis(),
+            size_label(PAYLOAD),
+            batchweave::store::LatencyModel::default().get_rate,
+        ));
+    }
     let mut series = p50s;
     series.extend(p95s);
     Ok(Outcome {
@@ -237,6 +393,7 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
             "sampled": "TGBs whose append returned after the warmup (a tenth of the window) and before the window's last tenth",
             "window_rule": "window = 3 expected DAC gaps, clamped to [30 s, 120 s] on the simulator and [5 s, 15 s] on a real store (quick: 4 s and 2 s); gap = (N-1) tau / -ln(1 - 0.05), tau = 100 ms (sim) or 5 ms",
             "requests_per_tgb_definition": "every store request of the producers over the whole run (warmup included) / TGBs committed over the whole run; the observer, the trimmer and the simulator's reaper use handles of their own",
+            "readers_definition": "per point, readers[]: groups of W consumer ranks (the consumer's own manifest tracker, default settings, no time per step) started at the head after the warmup for a few seconds, each group on a latency model of its own (simulator); manifest and boundary bytes and chain requests measured; delivered bytes (1/W of each TGB a rank saw), slice and footer range GETs computed for a stream grid of DP x CP = W, not made; see docs/benchmarks.md",
             "trimming": "a caught-up consumer group is emulated: every second the GC boundary's low-water step moves to the head (logical trim, nothing deleted)",
             "policies": pols.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>(),
             "skipped_policies": skipped.iter().map(|(n, e)| json!({"name": n, "error": e})).collect::<Vec<_>>(),
@@ -311,6 +468,8 @@ mod tests {
             single_worker: false,
             observe: Some(Duration::from_millis(10)),
             open_first: Some(Duration::from_secs(30)),
+            readers: &[2],
+            readers_window: Duration::from_secs(1),
         };
         let r = ingest(&env, shape, "fixed:1".parse().unwrap())
             .await
@@ -318,7 +477,7 @@ mod tests {
         let v = r.visibility.clone().unwrap();
         assert_eq!(v.uploads, v.samples + v.pending, "{v:?}");
         assert_eq!(v.poll_errors, 0, "{v:?}");
-        let p = point_json("fixed:1", 2, &shape, &r, &v);
+        let p = point_json("fixed:1", 2, &shape, &r, &v).unwrap();
         for f in [
             "policy",
             "producers",
@@ -330,6 +489,18 @@ mod tests {
             "requests_per_tgb",
         ] {
             assert!(p.get(f).is_some(), "{f} missing in {p}");
+        }
+        let g = &p["readers"][0];
+        assert_eq!(g["w"], 2, "{p}");
+        assert_eq!(g["errors"], 0, "{p}");
+        for f in [
+            "manifest_bytes_per_delivered_byte",
+            "requests_per_s",
+            "manifest_gets_per_s",
+            "listings_per_s",
+            "slice_range_gets_per_s",
+        ] {
+            assert!(g.get(f).is_some(), "{f} missing in {g}");
         }
     }
 }
