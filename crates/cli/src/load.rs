@@ -110,6 +110,14 @@ pub(crate) async fn run(a: LoadArgs) -> Result<()> {
         r.sum(|s| s.lost_replies_recovered),
         r.sum(|s| s.ghost_commits_prevented)
     );
+    if let (Some(first), Some(last)) = (r.opened.first(), r.opened.last()) {
+        println!(
+            "  producers open (catch-up + epoch claim, all started at once): first {:.2} s, p50 {:.2} s, last {:.2} s",
+            first.as_secs_f64(),
+            r.opened[r.opened.len() / 2].as_secs_f64(),
+            last.as_secs_f64()
+        );
+    }
     println!(
         "  faults injected: {} before, {} after (lost replies); consumer stalls {}; worst p95 fetch {:?}",
         r.faults.before, r.faults.after, r.stalls, r.worst_p95_fetch

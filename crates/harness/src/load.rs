@@ -80,6 +80,10 @@ pub struct LoadReport {
     pub elapsed: Duration,
     /// Every producer's statistics at close.
     pub producers: Vec<ProducerStats>,
+    /// How long each producer's open took (catch-up and epoch claim), from the start of
+    /// the run: all producers open at once, so the last of these is when the pool was
+    /// complete. Each claim is its own create, so at many producers it grows with N.
+    pub opened: Vec<Duration>,
     /// Rank-steps consumed (each verified).
     pub rank_steps: u64,
     /// The faults injected.
@@ -182,7 +186,7 @@ pub async fn run(base: &Stream, a: &LoadConfig, progress: &dyn Progress) -> Resu
     let observer = Observer::start(base.store(), a.observe_poll).await?;
     let t0 = Instant::now();
 
-    let mut producers: JoinSet<Result<ProducerStats>> = JoinSet::new();
+    let mut producers: JoinSet<Result<(ProducerStats, Duration)>> = JoinSet::new();
     for i in 0..a.producers {
         producers.spawn(producer(
             stream.clone(),
@@ -224,9 +228,13 @@ pub async fn run(base: &Stream, a: &LoadConfig, progress: &dyn Progress) -> Resu
     }
     stop_producing.store(true, Ordering::Relaxed);
     let mut pstats = Vec::new();
+    let mut opened = Vec::new();
     while let Some(r) = producers.join_next().await {
-        pstats.push(r.context("producer task panicked")??);
+        let (stats, open) = r.context("producer task panicked")??;
+        pstats.push(stats);
+        opened.push(open);
     }
+    opened.sort();
     // Every producer closed (flushed): all it appended is visible.
     let vis = observer.finish().await?;
     let total: u64 = pstats.iter().map(|s| s.tgbs_committed).sum();
@@ -260,6 +268,7 @@ pub async fn run(base: &Stream, a: &LoadConfig, progress: &dyn Progress) -> Resu
             .map(|(now, then)| now.cpu_since(&then)),
         visibility: vis,
         producers: pstats,
+        opened,
         lost,
         duplicated,
         reordered,
@@ -269,14 +278,15 @@ pub async fn run(base: &Stream, a: &LoadConfig, progress: &dyn Progress) -> Resu
 
 /// Producer `i` (`load-{i}`): appends TGBs of the synthetic payload, one per source
 /// offset, until `stop`, recording when each append returned, then closes (which
-/// flushes).
+/// flushes). Returns its statistics and how long its open took.
 async fn producer(
     stream: Stream,
     a: LoadConfig,
     i: u32,
     stop: Arc<AtomicBool>,
     rec: Recorder,
-) -> Result<ProducerStats> {
+) -> Result<(ProducerStats, Duration)> {
+    let t0 = Instant::now();
     let clock = stream.store().clock().clone();
     let (dp, cp) = a.grid();
     let id = format!("load-{i}");
@@ -290,6 +300,7 @@ async fn producer(
         .settings(settings)
         .open()
         .await?;
+    let open = t0.elapsed();
     let mut seq = p.committed_offset();
     while !stop.load(Ordering::Relaxed) {
         seq += 1;
@@ -303,7 +314,7 @@ async fn producer(
             .await?;
         rec.record_upload(receipt.key, clock.now());
     }
-    Ok(p.close().await?)
+    Ok((p.close().await?, open))
 }
 
 /// Rank `r` of group `load`: reads every step until `total` (known once the producers
