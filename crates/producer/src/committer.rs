@@ -364,8 +364,11 @@ impl Committer {
             now_ms: clock.unix_millis(),
         };
         // A cooperative commit also publishes other producers' next uploads, within
-        // what `max_lag` leaves after our own.
-        let offers = if want > 0 && self.policy.cooperative() {
+        // what `max_lag` leaves after our own; an epoch claim too: a claim is a create
+        // of its own, and a pool opening at once makes one per fragile window for a
+        // while (256 producers on a local directory: 94 s until the last had claimed),
+        // during which nothing else committed and the open producers' uploads waited.
+        let offers = if self.policy.cooperative() {
             self.offers(now_ms).await?
         } else {
             Vec::new()

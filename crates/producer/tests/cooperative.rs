@@ -71,10 +71,11 @@ async fn commit_one(
 async fn a_commit_publishes_a_crashed_producers_uploads_and_its_restart_resumes_after_them() {
     let store = StreamStore::in_memory();
     upload_then_crash(&store, "a", 1..=3, coop()).await;
+    // b's open publishes them (its epoch claim is a cooperative commit), then b commits
+    // its own upload.
     let b = commit_one(&store, "b", 1).await;
     assert_eq!(b.tgbs_published_for_others, 3, "{b:?}");
     let newest = check_chain(&store).await;
-    assert_eq!(newest.committer, "b");
     let a = &newest.producers["a"];
     assert_eq!((a.last_sequence, a.source_offset), (3, 3));
     // The restart resumes after what the other producer published for it.
@@ -165,6 +166,48 @@ async fn producers_learn_from_the_state_map_that_others_published_their_tgbs() {
     assert_eq!(st.tgbs_committed, 3);
     assert_eq!(st.tgbs_published_by_others, 3);
     assert_eq!(st.committed_offset, 3);
+    let newest = check_chain(&store).await;
+    assert_eq!(
+        check_exactly_once(&store, &newest).await["a"],
+        vec![1, 2, 3]
+    );
+}
+
+/// An epoch claim is a cooperative commit too: a producer's open publishes the uploads
+/// others have waiting (a pool opening at once claims one version per fragile window for
+/// a while, and the uploads of those already open would otherwise wait for the end of it).
+#[tokio::test]
+async fn an_epoch_claim_publishes_the_uploads_others_have_waiting() {
+    let store = StreamStore::in_memory();
+    // a batches by count (fixed:100): it never commits its three uploads on its own.
+    let slow = ProducerSettings {
+        policy: "fixed:100".parse().unwrap(),
+        ..coop()
+    };
+    let mut a = Producer::builder(store.clone(), "a")
+        .settings(slow)
+        .open()
+        .await
+        .unwrap();
+    for off in 1..=3 {
+        a.append(2, 1, slices("a", off, 2), off).await.unwrap();
+    }
+    let b = Producer::builder(store.clone(), "b")
+        .settings(coop())
+        .open()
+        .await
+        .unwrap();
+    let newest = check_chain(&store).await;
+    assert_eq!(newest.committer, "b", "b's claim is the newest version");
+    assert_eq!(
+        newest.producers["a"].last_sequence, 3,
+        "the claim published a's uploads"
+    );
+    assert_eq!(newest.producers["b"].last_sequence, 0);
+    assert_eq!(b.stats().tgbs_published_for_others, 3);
+    let st = a.close().await.unwrap();
+    assert_eq!(st.tgbs_published_by_others, 3);
+    b.close().await.unwrap();
     let newest = check_chain(&store).await;
     assert_eq!(
         check_exactly_once(&store, &newest).await["a"],

@@ -326,7 +326,7 @@ fn planted_shared_rank_mark_is_caught() {
     caught_by(
         PlantedBug::SharedRankMark,
         &["gc-safety", "reclaim-safety"],
-        13,
+        15,
     );
 }
 
@@ -346,35 +346,37 @@ fn planted_publish_gap_is_caught() {
             "reader-rules",
             "reader-refused",
         ],
-        4,
+        3,
     );
 }
 
 /// (f) A cooperative committer that publishes a fenced incarnation's leftover (or a
-/// zombie's upload): at seed 11 the committer's own validation refuses it (`epoch-order`:
-/// the producer's retained TGB before it has the newer epoch); at seed 12 the version is
-/// created (its earlier retained TGBs are of the old epoch too, so it is valid on its
-/// own) and the ground truth refuses it at once (`fenced-published`).
+/// zombie's upload): at seed 0 the version is created (its earlier retained TGBs are of
+/// the old epoch too, so it is valid on its own) and the ground truth refuses it at once
+/// (`fenced-published`); at seed 11 the committer's own validation refuses it first
+/// (`candidate-invalid`, `epoch-order`: the producer's retained TGB before it has the
+/// newer epoch).
 #[test]
 fn planted_publish_stale_epoch_is_caught() {
     caught_by(
         PlantedBug::PublishStaleEpoch,
         &["candidate-invalid", "fenced-published", "reader-rules"],
-        11,
+        0,
     );
     let cfg = SimConfig {
         plant: Some(PlantedBug::PublishStaleEpoch),
         ..SimConfig::default()
     };
-    let f = run(12, &cfg).expect_err("seed 12 publishes a fenced epoch");
-    assert_eq!(f.invariant(), Some("fenced-published"), "{f}");
+    let f = run(11, &cfg).expect_err("seed 11 builds a candidate with a fenced epoch");
+    assert_eq!(f.invariant(), Some("candidate-invalid"), "{f}");
+    assert!(f.to_string().contains("epoch-order"), "{f}");
 }
 
 /// (g) A cooperative committer without the age check: at seed 8 it publishes an upload
 /// older than its producer's `max_commit_age` (`coop-age`, the rule GC's orphan sweep
-/// relies on); at seed 1834 the harm itself: GC sweeps p0's sequence-7 upload as an
-/// orphan at 32.8 s, and at 32.9 s a committer without the check publishes it: version 20
-/// lists a deleted TGB (`published-reclaimed`).
+/// relies on); at seed 4271 the harm itself: GC sweeps p3's sequence-1 upload as an
+/// orphan at 38.7 s, and a committer without the check publishes it afterwards: version
+/// 25 lists a deleted TGB (`published-reclaimed`).
 #[test]
 fn planted_skip_others_age_check_is_caught() {
     caught_by(
@@ -386,7 +388,7 @@ fn planted_skip_others_age_check_is_caught() {
         plant: Some(PlantedBug::SkipOthersAgeCheck),
         ..SimConfig::default()
     };
-    let f = run(1834, &cfg).expect_err("seed 1834 publishes a swept orphan");
+    let f = run(4271, &cfg).expect_err("seed 4271 publishes a swept orphan");
     assert_eq!(f.invariant(), Some("published-reclaimed"), "{f}");
 }
 
