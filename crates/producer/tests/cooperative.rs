@@ -141,25 +141,31 @@ async fn uploads_older_than_their_producers_max_commit_age_are_not_published() {
     }
 }
 
+/// Opens cooperative producer `id` and appends `n` TGBs it does not commit: it batches by
+/// count (fixed:100), so it never commits them on its own (a coop cadence would: alone on
+/// a fast store it commits every 4 tau, as DAC).
+async fn open_with_uploads(store: &StreamStore, id: &str, n: u64) -> Producer {
+    let slow = ProducerSettings {
+        policy: "fixed:100".parse().unwrap(),
+        ..coop()
+    };
+    let mut p = Producer::builder(store.clone(), id)
+        .settings(slow)
+        .open()
+        .await
+        .unwrap();
+    for off in 1..=n {
+        p.append(2, 1, slices(id, off, 2), off).await.unwrap();
+    }
+    p
+}
+
 #[tokio::test]
 async fn producers_learn_from_the_state_map_that_others_published_their_tgbs() {
     let store = StreamStore::in_memory();
     // a uploads without committing; b's cooperative flush publishes a's uploads;
     // a then sees them committed and never sends them again.
-    // a batches by count (fixed:100), so it never commits three TGBs on its own: a coop
-    // cadence would (alone on a fast store it commits every 4 tau, as DAC).
-    let slow = ProducerSettings {
-        policy: "fixed:100".parse().unwrap(),
-        ..coop()
-    };
-    let mut a = Producer::builder(store.clone(), "a")
-        .settings(slow)
-        .open()
-        .await
-        .unwrap();
-    for off in 1..=3 {
-        a.append(2, 1, slices("a", off, 2), off).await.unwrap();
-    }
+    let a = open_with_uploads(&store, "a", 3).await;
     let b = commit_one(&store, "b", 1).await;
     assert_eq!(b.tgbs_published_for_others, 3);
     let st = a.close().await.unwrap();
@@ -179,19 +185,7 @@ async fn producers_learn_from_the_state_map_that_others_published_their_tgbs() {
 #[tokio::test]
 async fn an_epoch_claim_publishes_the_uploads_others_have_waiting() {
     let store = StreamStore::in_memory();
-    // a batches by count (fixed:100): it never commits its three uploads on its own.
-    let slow = ProducerSettings {
-        policy: "fixed:100".parse().unwrap(),
-        ..coop()
-    };
-    let mut a = Producer::builder(store.clone(), "a")
-        .settings(slow)
-        .open()
-        .await
-        .unwrap();
-    for off in 1..=3 {
-        a.append(2, 1, slices("a", off, 2), off).await.unwrap();
-    }
+    let a = open_with_uploads(&store, "a", 3).await;
     let b = Producer::builder(store.clone(), "b")
         .settings(coop())
         .open()
