@@ -260,7 +260,7 @@ impl Committer {
             .take_while(|(d, _)| d.sequence <= last)
             .count();
         if k > 0 {
-            if self.last_sent == Some(e.last_commit_version) {
+            if self.created_by_us(e.last_commit_version) {
                 self.shared.stats_mut(|s| s.lost_replies_recovered += 1);
                 self.finish_commit(k, true);
             } else {
@@ -268,6 +268,18 @@ impl Committer {
                 self.finish_commit(k, false);
             }
         }
+    }
+
+    /// Whether version `v`, which our entry names as its last commit, is the create we
+    /// sent last (a lost reply), rather than another producer's cooperative commit of
+    /// the same version number that published our batch. The held version tells when it
+    /// is `v`: a cooperative version names its committer. A later one does not, and
+    /// reading `v` back would cost a request, so then the number decides (statistics
+    /// only: either way the batch is committed once).
+    fn created_by_us(&self, v: u64) -> bool {
+        let held = self.follower.current();
+        self.last_sent == Some(v)
+            && (held.version != v || held.committer.is_empty() || held.committer == self.me.id)
     }
 
     /// How many pending TGBs `max_lag` lets this attempt commit.
@@ -549,8 +561,7 @@ impl Committer {
                     .current()
                     .producers
                     .get(&self.me.id)
-                    .map(|e| e.last_commit_version)
-                    == self.last_sent;
+                    .is_some_and(|e| self.created_by_us(e.last_commit_version));
                 if lost_reply_possible && ours {
                     self.shared.stats_mut(|s| s.lost_replies_recovered += 1);
                 }

@@ -287,3 +287,68 @@ async fn with_a_large_retained_window_a_committer_lists_only_what_is_unpublished
         assert_eq!(per["bulk"].len(), 2100);
     }
 }
+
+/// A create that conflicts because another producer's cooperative commit took the same
+/// version number and published our batch is not a lost reply: the owner learns that
+/// others published its TGBs (the held version names their committer), and counts no
+/// success and no recovered reply of its own.
+#[tokio::test]
+async fn a_batch_published_by_the_version_we_raced_for_is_not_a_lost_reply() {
+    let store = StreamStore::in_memory();
+    // a's second create (its first commit, after the claim) waits while b opens: b's
+    // claim takes that version number and publishes a's three uploads.
+    let creates = Arc::new(AtomicU32::new(0));
+    let (c, other) = (creates.clone(), store.clone());
+    let fp = FailPoints::new(move |p| {
+        if p == FailPoint::BeforeCreate && c.fetch_add(1, Ordering::SeqCst) == 1 {
+            let s = other.clone();
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async {
+                    let b = Producer::builder(s, "b")
+                        .settings(coop())
+                        .open()
+                        .await
+                        .unwrap();
+                    assert_eq!(b.stats().tgbs_published_for_others, 3);
+                    b.close().await.unwrap();
+                });
+            })
+            .join()
+            .unwrap();
+        }
+        false
+    });
+    let mut a = Producer::builder(store.clone(), "a")
+        .settings(ProducerSettings {
+            policy: "fixed:100".parse().unwrap(),
+            ..coop()
+        })
+        .fail_points(fp)
+        .open()
+        .await
+        .unwrap();
+    for off in 1..=3 {
+        a.append(2, 1, slices("a", off, 2), off).await.unwrap();
+    }
+    let st = a.close().await.unwrap();
+    assert_eq!(
+        creates.load(Ordering::SeqCst),
+        2,
+        "a sent its claim and one commit"
+    );
+    assert_eq!(st.conflicts, 1);
+    assert_eq!(st.tgbs_committed, 3);
+    assert_eq!(st.tgbs_published_by_others, 3, "{st:?}");
+    assert_eq!(st.lost_replies_recovered, 0, "{st:?}");
+    assert_eq!(st.successes, 1, "only a's claim was its own: {st:?}");
+    let newest = check_chain(&store).await;
+    assert_eq!(newest.committer, "b");
+    assert_eq!(
+        check_exactly_once(&store, &newest).await["a"],
+        vec![1, 2, 3]
+    );
+}
