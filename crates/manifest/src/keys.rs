@@ -182,34 +182,61 @@ fn split_tgb_key(key: &str) -> Option<(&str, &str, Option<&str>)> {
     })
 }
 
-/// Parses `digits` if it is exactly how `{n}` prints a `u64`.
-fn decimal(digits: &str) -> Option<u64> {
-    if digits.is_empty()
-        || !digits.bytes().all(|b| b.is_ascii_digit())
-        || (digits.len() > 1 && digits.starts_with('0'))
-    {
+/// The value of a non-empty run of ASCII digits, if it fits a `u64` (one pass).
+fn digits_value(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() {
         return None;
     }
-    digits.parse().ok()
+    let mut v: u64 = 0;
+    for &c in digits {
+        let x = c.wrapping_sub(b'0');
+        if x > 9 {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(x))?;
+    }
+    Some(v)
+}
+
+/// Parses `digits` if it is exactly how `{n}` prints a `u64`.
+fn decimal(digits: &str) -> Option<u64> {
+    decimal_bytes(digits.as_bytes())
+}
+
+fn decimal_bytes(digits: &[u8]) -> Option<u64> {
+    if digits.len() > 1 && digits[0] == b'0' {
+        return None;
+    }
+    digits_value(digits)
 }
 
 /// Parses exactly eight lowercase hex digits.
 fn hex8(digits: &str) -> Option<u32> {
-    if digits.len() != 8
-        || !digits
-            .bytes()
-            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-    {
+    hex8_bytes(digits.as_bytes())
+}
+
+fn hex8_bytes(digits: &[u8]) -> Option<u32> {
+    if digits.len() != 8 {
         return None;
     }
-    u32::from_str_radix(digits, 16).ok()
+    let mut v: u32 = 0;
+    for &c in digits {
+        let x = match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            _ => return None,
+        };
+        v = (v << 4) | u32::from(x);
+    }
+    Some(v)
 }
 
 /// Whether `d.key` is the key of the object `d` describes, for a descriptor whose
 /// `producer_id` is already known to be valid: either `tgb_key(producer_id, epoch,
 /// sequence)` (form 1) or exactly [`described_tgb_key`]`(d)` (form 2, whose fields must
-/// all agree with the descriptor's). Allocates nothing; the per-descriptor check of
-/// every manifest read.
+/// all agree with the descriptor's). Allocates nothing and reads the name once: the
+/// per-descriptor check of every manifest read (`tests::is_key_of_by_splitting` is the
+/// plain statement it is tested against).
 pub(crate) fn is_key_of(d: &TgbDescriptor) -> bool {
     let Some(name) = d
         .key
@@ -220,42 +247,50 @@ pub(crate) fn is_key_of(d: &TgbDescriptor) -> bool {
     else {
         return false;
     };
-    let (head, tail) = match name.split_once('.') {
-        Some((head, tail)) => (head, Some(tail)),
-        None => (name, None),
-    };
-    let Some((e, s)) = head.split_once('-') else {
+    let b = name.as_bytes();
+    // Fields end at a `.`; the first holds `<epoch>-<sequence>`, the others (form 2) the
+    // grid, payload bytes, footer CRC and source offset.
+    let mut fields = b.split(|&c| c == b'.');
+    let Some(head) = fields.next() else {
         return false;
     };
-    if padded(e, EPOCH_DIGITS) != Some(d.epoch) || padded(s, SEQUENCE_DIGITS) != Some(d.sequence) {
+    let Some(dash) = head.iter().position(|&c| c == b'-') else {
+        return false;
+    };
+    if padded_bytes(&head[..dash], EPOCH_DIGITS) != Some(d.epoch)
+        || padded_bytes(&head[dash + 1..], SEQUENCE_DIGITS) != Some(d.sequence)
+    {
         return false;
     }
-    let Some(tail) = tail else {
-        return true;
+    let Some(grid) = fields.next() else {
+        return true; // form 1
     };
-    let mut f = tail.split('.');
-    let (Some(grid), Some(payload), Some(crc), Some(offset), None) =
-        (f.next(), f.next(), f.next(), f.next(), f.next())
+    let (Some(payload), Some(crc), Some(offset), None) =
+        (fields.next(), fields.next(), fields.next(), fields.next())
     else {
         return false;
     };
-    grid.split_once('x').is_some_and(|(dp, cp)| {
-        decimal(dp) == Some(u64::from(d.dp)) && decimal(cp) == Some(u64::from(d.cp))
-    }) && decimal(payload) == Some(d.payload_bytes)
-        && hex8(crc) == Some(d.footer_crc32)
-        && decimal(offset) == Some(d.source_offset)
+    let Some(x) = grid.iter().position(|&c| c == b'x') else {
+        return false;
+    };
+    decimal_bytes(&grid[..x]) == Some(u64::from(d.dp))
+        && decimal_bytes(&grid[x + 1..]) == Some(u64::from(d.cp))
+        && decimal_bytes(payload) == Some(d.payload_bytes)
+        && hex8_bytes(crc) == Some(d.footer_crc32)
+        && decimal_bytes(offset) == Some(d.source_offset)
 }
 
 /// Parses `digits` if it is exactly how `format!("{n:0width$}")` prints its
 /// value: `width` digits, or more without a leading zero.
 fn padded(digits: &str, width: usize) -> Option<u64> {
-    if !digits.bytes().all(|b| b.is_ascii_digit())
-        || digits.len() < width
-        || (digits.len() > width && digits.starts_with('0'))
-    {
+    padded_bytes(digits.as_bytes(), width)
+}
+
+fn padded_bytes(digits: &[u8], width: usize) -> Option<u64> {
+    if digits.len() < width || (digits.len() > width && digits[0] == b'0') {
         return None;
     }
-    digits.parse().ok()
+    digits_value(digits)
 }
 
 /// Key of a consumer position's watermark: `watermarks/<group>/<position>.wm`.
@@ -394,6 +429,59 @@ pub fn validate_key(key: &str) -> Result<(), ManifestError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The plain statement of [`is_key_of`], by splitting and parsing: the model the
+    /// one-pass version is tested against.
+    fn is_key_of_by_splitting(d: &TgbDescriptor) -> bool {
+        fn number(digits: &str) -> Option<u64> {
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            digits.parse().ok()
+        }
+        let decimal = |s: &str| number(s).filter(|_| s.len() == 1 || !s.starts_with('0'));
+        let padded = |s: &str, w: usize| {
+            number(s).filter(|_| s.len() >= w && (s.len() == w || !s.starts_with('0')))
+        };
+        let hex8 = |s: &str| {
+            (s.len() == 8 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+                .then(|| u32::from_str_radix(s, 16).ok())
+                .flatten()
+        };
+        let Some(name) = d
+            .key
+            .strip_prefix(TGB_DIR)
+            .and_then(|r| r.strip_prefix(d.producer_id.as_str()))
+            .and_then(|r| r.strip_prefix('/'))
+            .and_then(|r| r.strip_suffix(TGB_SUFFIX))
+        else {
+            return false;
+        };
+        let (head, tail) = match name.split_once('.') {
+            Some((h, t)) => (h, Some(t)),
+            None => (name, None),
+        };
+        let Some((e, s)) = head.split_once('-') else {
+            return false;
+        };
+        if padded(e, EPOCH_DIGITS) != Some(d.epoch)
+            || padded(s, SEQUENCE_DIGITS) != Some(d.sequence)
+        {
+            return false;
+        }
+        let Some(tail) = tail else {
+            return true;
+        };
+        let f: Vec<&str> = tail.split('.').collect();
+        let [grid, payload, crc, offset] = f[..] else {
+            return false;
+        };
+        grid.split_once('x').is_some_and(|(dp, cp)| {
+            decimal(dp) == Some(u64::from(d.dp)) && decimal(cp) == Some(u64::from(d.cp))
+        }) && decimal(payload) == Some(d.payload_bytes)
+            && hex8(crc) == Some(d.footer_crc32)
+            && decimal(offset) == Some(d.source_offset)
+    }
 
     fn is_tgb_key_of(key: &str, producer_id: &str, epoch: u64, sequence: u64) -> bool {
         is_key_of(&TgbDescriptor {
@@ -618,5 +706,46 @@ mod tests {
             assert!(validate_key(bad).is_err(), "{bad:?}");
         }
         assert!(validate_key(&format!("tgb/{}", "a".repeat(1100))).is_err());
+    }
+
+    proptest::proptest! {
+        /// What lets `validate` skip the key's own scan: a key that names its descriptor,
+        /// whose id is valid, is a valid key. Keys of both forms, from any valid id and any
+        /// fields, and then the same keys with one byte changed anywhere.
+        #[test]
+        fn a_key_that_names_its_descriptor_is_a_valid_key(
+            id in "[A-Za-z0-9._-]{1,128}",
+            epoch in proptest::prelude::any::<u64>(),
+            sequence in proptest::prelude::any::<u64>(),
+            dp in proptest::prelude::any::<u32>(),
+            cp in proptest::prelude::any::<u32>(),
+            payload_bytes in proptest::prelude::any::<u64>(),
+            footer_crc32 in proptest::prelude::any::<u32>(),
+            source_offset in proptest::prelude::any::<u64>(),
+            form2 in proptest::prelude::any::<bool>(),
+            at in proptest::prelude::any::<usize>(),
+            byte in proptest::prelude::any::<u8>(),
+        ) {
+            proptest::prop_assume!(validate_producer_id(&id).is_ok());
+            let mut d = TgbDescriptor {
+                producer_id: id.clone(),
+                epoch, sequence, dp, cp, payload_bytes, footer_crc32, source_offset,
+                ..Default::default()
+            };
+            d.key = if form2 { described_tgb_key(&d) } else { tgb_key(&id, epoch, sequence) };
+            proptest::prop_assert!(is_key_of(&d), "{}", d.key);
+            proptest::prop_assert!(is_key_of_by_splitting(&d));
+            proptest::prop_assert!(validate_key(&d.key).is_ok(), "{}", d.key);
+            let mut bytes = d.key.clone().into_bytes();
+            let i = at % bytes.len();
+            bytes[i] = byte;
+            if let Ok(key) = String::from_utf8(bytes) {
+                d.key = key;
+                proptest::prop_assert_eq!(is_key_of(&d), is_key_of_by_splitting(&d), "{:?}", d.key);
+                if is_key_of(&d) {
+                    proptest::prop_assert!(validate_key(&d.key).is_ok(), "{:?}", d.key);
+                }
+            }
+        }
     }
 }
