@@ -16,7 +16,7 @@ use crate::read::{PlannedRead, Reader};
 use crate::stats::{Live, add};
 use crate::{
     BatchSource, ConsumerBuilder, ConsumerError, ConsumerSettings, ConsumerState, ConsumerStats,
-    RankConfig,
+    RankConfig, ReadMode,
 };
 use batchweave_manifest::{GroupLayout, encode_group_layout, group_layout_key, rank_mark_name};
 
@@ -54,6 +54,11 @@ pub struct Consumer {
     next_step: u64,
     version: u64,
     inflight: VecDeque<InFlight>,
+    /// Background footer reads ahead of the steps in flight
+    /// ([`ConsumerSettings::footer_lookahead`]).
+    warming: Vec<JoinHandle<()>>,
+    /// The first step whose footers have not been asked for yet.
+    warmed_to: u64,
 }
 
 impl std::fmt::Debug for Consumer {
@@ -161,6 +166,8 @@ impl Consumer {
             next_step,
             version: 0,
             inflight: VecDeque::new(),
+            warming: Vec::new(),
+            warmed_to: 0,
         })
     }
 
@@ -348,13 +355,61 @@ impl Consumer {
                 Err(_) => break,
             }
         }
+        if let Some(back) = self.inflight.back().map(|f| f.step) {
+            self.warm_footers(back);
+        }
         Ok(())
+    }
+
+    /// Starts background reads of the footers of the `footer_lookahead` steps after
+    /// `after` that the held manifest covers (each step once).
+    fn warm_footers(&mut self, after: u64) {
+        let ahead = self.settings.footer_lookahead as u64;
+        let Some(reader) = self.reader.clone() else {
+            return;
+        };
+        if ahead == 0 || self.settings.read_mode != ReadMode::Range {
+            return;
+        }
+        self.warming.retain(|h| !h.is_finished());
+        let until = after.saturating_add(1).saturating_add(ahead);
+        let mut s = self.warmed_to.max(after.saturating_add(1));
+        while s < until {
+            let covered = Self::covers(self.grid(), self.rank.grid(), self.tracker.current(), s);
+            if !matches!(covered, Ok(true)) {
+                break;
+            }
+            let Ok(reads) = self.plan_step(s) else { break };
+            let mut last = None;
+            for r in reads {
+                // Consecutive reads of one step often share a TGB.
+                if last == Some(r.read.tgb_index) {
+                    continue;
+                }
+                last = Some(r.read.tgb_index);
+                let reader = reader.clone();
+                self.warming.push(tokio::spawn(async move {
+                    // A failure is the step's own fetch's to report.
+                    let _ = reader.warm_footer(&r).await;
+                }));
+            }
+            s += 1;
+        }
+        self.warmed_to = s;
     }
 
     fn abort_inflight(&mut self) {
         for f in self.inflight.drain(..) {
             f.handle.abort();
         }
+    }
+
+    /// Stops the footer reads ahead; the next fill starts them again from its step.
+    fn abort_warming(&mut self) {
+        for h in self.warming.drain(..) {
+            h.abort();
+        }
+        self.warmed_to = 0;
     }
 
     /// The next step's batch for this rank. Waits (polling for new manifest versions with
@@ -366,6 +421,7 @@ impl Consumer {
             Ok(b) => Ok(b),
             Err(e) => {
                 self.abort_inflight();
+                self.abort_warming();
                 Err(self.explain_missing(step, e).await)
             }
         }
@@ -408,6 +464,7 @@ impl Consumer {
             })?;
             let clock = self.store.clock().clone();
             let t0 = clock.now();
+            self.warm_footers(step);
             let out = reader.fetch_step(&reads).await?;
             self.live
                 .record_latency(clock.now().saturating_duration_since(t0));
@@ -518,5 +575,6 @@ impl Consumer {
 impl Drop for Consumer {
     fn drop(&mut self) {
         self.abort_inflight();
+        self.abort_warming();
     }
 }

@@ -55,6 +55,9 @@ pub(crate) struct PlannedRead {
 
 type FooterCell = Arc<OnceCell<Arc<SliceIndex>>>;
 
+/// A cached footer: the key of the TGB it belongs to and its index, once read.
+type FooterEntry = (String, FooterCell);
+
 /// Shared by the consumer and its prefetch tasks; cloning is cheap.
 #[derive(Debug, Clone)]
 pub(crate) struct Reader {
@@ -63,7 +66,7 @@ pub(crate) struct Reader {
     pub(crate) token_bytes: u32,
     pub(crate) grid: Grid,
     pub(crate) live: Arc<Live>,
-    footers: Arc<Mutex<HashMap<u64, FooterCell>>>,
+    footers: Arc<Mutex<HashMap<u64, FooterEntry>>>,
 }
 
 fn data_err(key: &str, what: &str, e: TgbError) -> ConsumerError {
@@ -123,7 +126,17 @@ impl Reader {
         Ok((data, sources))
     }
 
-    async fn fetch_one(&self, r: &PlannedRead) -> Result<Bytes, ConsumerError> {
+    /// Reads and checks the footer of `r`'s TGB into the cache ahead of its step (range
+    /// reads only); the step's own fetch repeats a failed read and reports its error.
+    pub(crate) async fn warm_footer(&self, r: &PlannedRead) -> Result<(), ConsumerError> {
+        if self.mode == ReadMode::Range {
+            self.check_descriptor_grid(r)?;
+            self.footer(r.read.tgb_index, &r.desc).await?;
+        }
+        Ok(())
+    }
+
+    fn check_descriptor_grid(&self, r: &PlannedRead) -> Result<(), ConsumerError> {
         let d = &r.desc;
         if (d.dp, d.cp) != (self.grid.dp, self.grid.cp) {
             return Err(ConsumerError::data(
@@ -135,6 +148,12 @@ impl Reader {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    async fn fetch_one(&self, r: &PlannedRead) -> Result<Bytes, ConsumerError> {
+        let d = &r.desc;
+        self.check_descriptor_grid(r)?;
         let (index, run) = match self.mode {
             ReadMode::Range => {
                 let index = self.footer(r.read.tgb_index, d).await?;
@@ -205,13 +224,21 @@ impl Reader {
         }
     }
 
-    /// The footer of the TGB at `step`, from the cache or with one ranged GET.
+    /// The footer of the TGB at `step`, from the cache or with one ranged GET. A cached
+    /// footer serves only the TGB key it was read from.
     async fn footer(&self, step: u64, d: &TgbDescriptor) -> Result<Arc<SliceIndex>, ConsumerError> {
         let cell = {
             let mut m = self.footers.lock().map_err(|_| ConsumerError::Internal {
                 message: "footer cache lock poisoned".into(),
             })?;
-            m.entry(step).or_default().clone()
+            match m.get(&step) {
+                Some((key, cell)) if *key == d.key => cell.clone(),
+                _ => {
+                    let cell = FooterCell::default();
+                    m.insert(step, (d.key.clone(), cell.clone()));
+                    cell
+                }
+            }
         };
         if let Some(idx) = cell.get() {
             add(&self.live.footer_cache_hits, 1);

@@ -24,13 +24,19 @@ pub enum ReadMode {
 
 /// Tunables of a [`Consumer`](crate::Consumer). Use `..Default::default()`.
 ///
-/// The defaults: prefetch 4, range reads, polling 5 ms .. 500 ms, 1-byte tokens,
-/// the default manifest decode limits.
+/// The defaults: prefetch 4, footers 8 steps further ahead, range reads, polling
+/// 5 ms .. 500 ms, 1-byte tokens, the default manifest decode limits.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConsumerSettings {
     /// Steps fetched ahead of the cursor in the background (0 = none; at most
     /// [`MAX_PREFETCH`]). Memory is bounded by this many steps of this rank's slices.
     pub prefetch: usize,
+    /// With range reads: the footers of this many steps after the last step in flight
+    /// are fetched (and checked) in the background as soon as the held manifest lists
+    /// them, so a step's fetch is one ranged GET for its slices instead of two round
+    /// trips (0 = none; at most [`MAX_PREFETCH`]). A footer is 60 bytes plus 16 per slice;
+    /// a footer that fails its checks is not kept, and the step's own fetch reports it.
+    pub footer_lookahead: usize,
     /// Range reads (default) or dense whole-object reads (benchmarks only).
     pub read_mode: ReadMode,
     /// First wait when caught up with the stream.
@@ -47,6 +53,7 @@ impl Default for ConsumerSettings {
     fn default() -> Self {
         Self {
             prefetch: 4,
+            footer_lookahead: 8,
             read_mode: ReadMode::Range,
             poll_min: Duration::from_millis(5),
             poll_max: Duration::from_millis(500),
@@ -64,6 +71,12 @@ impl ConsumerSettings {
             return Err(ConsumerError::config(format!(
                 "prefetch {} is above the limit of {MAX_PREFETCH} steps",
                 self.prefetch
+            )));
+        }
+        if self.footer_lookahead > MAX_PREFETCH {
+            return Err(ConsumerError::config(format!(
+                "footer_lookahead {} is above the limit of {MAX_PREFETCH} steps",
+                self.footer_lookahead
             )));
         }
         if self.poll_max.is_zero() || self.poll_min > self.poll_max {
@@ -104,6 +117,10 @@ mod tests {
             },
             ConsumerSettings {
                 token_bytes: 0,
+                ..ok.clone()
+            },
+            ConsumerSettings {
+                footer_lookahead: MAX_PREFETCH + 1,
                 ..ok.clone()
             },
         ];

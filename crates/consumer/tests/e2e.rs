@@ -158,6 +158,8 @@ async fn run_amplification(mode: ReadMode, store: &StreamStore, sim: &Sim, steps
     let settings = ConsumerSettings {
         read_mode: mode,
         prefetch: 0,
+        // Exact per-step accounting below: no footer read ahead.
+        footer_lookahead: 0,
         ..fast()
     };
     let mut c = builder(store.clone(), cfg)
@@ -235,6 +237,63 @@ async fn range_reads_fetch_only_the_slice_and_footer() {
             "{}: dense {dense} should be about D*C = 8",
             target.name
         );
+    }
+}
+
+/// Waits (at most about 30 s) until `c` has read `n` footers.
+async fn footers_read(c: &Consumer, store: &StreamStore, n: u64) {
+    for _ in 0..30_000 {
+        if c.stats().footers_read >= n {
+            return;
+        }
+        store.clock().sleep(Duration::from_millis(1)).await;
+    }
+    panic!("only {} footers read, expected {n}", c.stats().footers_read);
+}
+
+/// With `footer_lookahead`, the footers of visible steps are read in the background
+/// ahead of their steps, each once: every step after the first is then one ranged GET on
+/// the critical path (a footer-cache hit), and the totals are those of reading without
+/// lookahead. Without it, no step finds its footer cached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn footers_of_visible_steps_are_read_ahead_once() {
+    for (target, store) in fresh_stores("footer-ahead").await {
+        let sim = Sim::new(store.clone(), 2, 1);
+        // One version: the lookahead covers what the held manifest lists.
+        sim.produce("p", 1, 8, 8).await; // v1: steps 0..7
+        let head = sim.head().await;
+        for ahead in [0usize, 3] {
+            let settings = ConsumerSettings {
+                prefetch: 0,
+                footer_lookahead: ahead,
+                ..fast()
+            };
+            let mut c = builder(store.clone(), config(1, [2, 1, 1, 1], "ahead"))
+                .settings(settings)
+                .open()
+                .await
+                .unwrap();
+            for step in 0..8u64 {
+                let b = c.next().await.unwrap();
+                assert_eq!(b.step, step);
+                check_batch(&sim, &head, &b);
+                // The footers of the next `ahead` steps are read before we go on.
+                footers_read(&c, &store, (step + 1 + ahead as u64).min(8)).await;
+            }
+            let s = c.stats();
+            assert_eq!(s.footers_read, 8, "{}: each footer once", target.name);
+            assert_eq!(
+                s.store.range_gets, 16,
+                "{}: footer + slice per TGB",
+                target.name
+            );
+            let want_hits = if ahead == 0 { 0 } else { 7 };
+            assert_eq!(
+                s.footer_cache_hits, want_hits,
+                "{} (lookahead {ahead}): steps that found their footer read ahead",
+                target.name
+            );
+        }
     }
 }
 
@@ -321,6 +380,7 @@ async fn prefetch_runs_ahead_but_stays_bounded() {
     let cfg = config(0, [1, 1, 1, 1], "g");
     let settings = ConsumerSettings {
         prefetch: 4,
+        footer_lookahead: 8,
         ..fast()
     };
     let mut c = builder(store.clone(), cfg)
@@ -331,12 +391,14 @@ async fn prefetch_runs_ahead_but_stays_bounded() {
     c.next().await.unwrap();
     store.clock().sleep(Duration::from_millis(100)).await;
     let s = c.stats();
-    // Step 0 plus four steps ahead, each a footer and a slice GET; nothing beyond.
-    assert_eq!(s.store.range_gets, 10, "{s:?}");
+    // Step 0 plus four steps ahead, each a footer and a slice GET, and the footers of the
+    // eight steps after those; nothing beyond.
+    assert_eq!(s.store.range_gets, 10 + 8, "{s:?}");
+    assert_eq!(s.footers_read, 5 + 8, "{s:?}");
     assert!(s.slice_bytes > s.bytes_delivered);
     for want in 1..30 {
         assert_eq!(c.next().await.unwrap().step, want);
-        assert!(c.stats().footers_cached <= 6, "{:?}", c.stats());
+        assert!(c.stats().footers_cached <= 6 + 8, "{:?}", c.stats());
     }
     let s = c.stats();
     assert_eq!(

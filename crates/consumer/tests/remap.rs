@@ -158,6 +158,8 @@ async fn cp_halved_reads_adjacent_slices_in_one_range() {
     let cfg = config(1, [2, 1, 1, 1], "one");
     let settings = ConsumerSettings {
         prefetch: 0,
+        // Counting this step's requests only.
+        footer_lookahead: 0,
         ..fast()
     };
     let mut c = builder(sim.store.clone(), cfg)

@@ -202,6 +202,14 @@ pub struct SimConfig {
     /// listing that still shows objects deleted within the last 50 ms - 3 s (a swept
     /// orphan still listed).
     pub tgb_stale_listings: bool,
+    /// Every consumer rank's [`footer_lookahead`]: footers of steps after those in
+    /// flight read in the background. 0 by default, so that the consumers' requests,
+    /// and with them the schedules the seeds in docs/reliability.md name, stay as they
+    /// were before the lookahead existed; `sim --footer-lookahead N` and the seed test
+    /// `footer_lookahead_seeds_hold_every_invariant` run with it.
+    ///
+    /// [`footer_lookahead`]: batchweave_consumer::ConsumerSettings::footer_lookahead
+    pub footer_lookahead: usize,
     /// Probability per consumed step that the consumer rank crashes and
     /// restores from its last checkpoint.
     pub consumer_crash_rate: f64,
@@ -292,6 +300,7 @@ impl Default for SimConfig {
             zombie_rate: 0.3,
             fail_point_rate: 0.25,
             policy: None,
+            footer_lookahead: 0,
             coop_share: 0.35,
             all_coop_rate: 0.25,
             coop_params: None,

@@ -36,6 +36,7 @@ pub(crate) fn config(group: &str, rank: u32, [dp, cp, tp, pp]: [u32; 4]) -> Rank
 pub(crate) fn builder(w: &World, rank: &RankConfig, prefetch: usize) -> ConsumerBuilder {
     Consumer::builder(w.store.clone(), rank.clone()).settings(ConsumerSettings {
         prefetch,
+        footer_lookahead: w.cfg.footer_lookahead,
         poll_min: Duration::from_millis(5),
         poll_max: Duration::from_millis(200),
         ..ConsumerSettings::default()

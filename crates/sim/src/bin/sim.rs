@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! sim [--seeds N] [--start S] [--seed S] [--trace] [--verbose] [--plant NAME] [--policy POLICY]
-//!     [--without-coop]
+//!     [--without-coop] [--footer-lookahead N]
 //! ```
 //! `NAME` is one of `overwrite`, `false-success`, `stale-boundary`, `skip-state-map-check`,
 //! `skip-boundary-check`, `lower-boundary`, `skip-extension-check`, `shared-rank-mark`,
@@ -118,6 +118,11 @@ fn parse() -> Result<Args, String> {
             "--orphan-grace-ms" => {
                 a.cfg.orphan_grace =
                     Some(Duration::from_millis(num(it.next(), "--orphan-grace-ms")?))
+            }
+            "--footer-lookahead" => {
+                let n = num(it.next(), "--footer-lookahead")?;
+                a.cfg.footer_lookahead =
+                    usize::try_from(n).map_err(|_| "--footer-lookahead is too large")?;
             }
             "--verbose" | "-v" => a.verbose = true,
             "--policy" => {
