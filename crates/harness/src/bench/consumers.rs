@@ -22,6 +22,10 @@ struct Reads {
     p95_ms: f64,
     /// Range GETs + GETs per rank per step.
     requests_per_step: f64,
+    /// Bytes delivered to all ranks together.
+    delivered: u64,
+    /// CPU seconds of the whole process per GB delivered (`None`: not measured).
+    cpu_s_per_gb: Option<f64>,
 }
 
 fn pct(sorted: &[f64], p: usize) -> f64 {
@@ -84,41 +88,58 @@ async fn read_ranks(
         p50_ms: pct(&p50s, 50),
         p95_ms: pct(&p95s, 95),
         requests_per_step: ratio(reqs as f64, (u64::from(world) * steps) as f64),
+        delivered,
+        cpu_s_per_gb: None,
     })
 }
 
-/// Raw GET of exactly each rank's slice bytes, rank-parallel, step by step.
+/// Raw GET of exactly each rank's slice bytes, rank-parallel, with as many GETs in flight
+/// per rank as a consumer has steps in flight (`depth`), delivered in step order.
 async fn raw_get(
     stream: &Stream,
     keys: &[String],
     world: u32,
     slice: usize,
+    depth: usize,
 ) -> anyhow::Result<Reads> {
+    use futures::StreamExt as _;
     let mut tasks = Vec::new();
     for rank in 0..world {
         let store = stream.store().scoped("");
         let keys = keys.to_vec();
         tasks.push(tokio::spawn(async move {
             let clock = store.clock().clone();
-            let mut lat = Vec::new();
             let t0 = clock.now();
-            let mut bytes = 0u64;
             let off = u64::from(rank) * slice as u64;
-            for k in &keys {
-                let s = clock.now();
-                bytes += store.get_range(k, off..off + slice as u64).await?.len() as u64;
-                lat.push(clock.now().saturating_duration_since(s).as_secs_f64() * 1e3);
-            }
+            let got: Vec<(u64, f64)> = futures::stream::iter(keys)
+                .map(|k| {
+                    let (store, clock) = (store.clone(), clock.clone());
+                    async move {
+                        let s = clock.now();
+                        let n = store.get_range(&k, off..off + slice as u64).await?.len() as u64;
+                        let ms = clock.now().saturating_duration_since(s).as_secs_f64() * 1e3;
+                        anyhow::Ok((n, ms))
+                    }
+                })
+                .buffered(depth.max(1))
+                .collect::<Vec<_>>()
+                .await
+                .into_iter()
+                .collect::<anyhow::Result<_>>()?;
             let el = clock.now().saturating_duration_since(t0);
+            let bytes = got.iter().map(|g| g.0).sum::<u64>();
+            let lat = got.into_iter().map(|g| g.1).collect::<Vec<_>>();
             anyhow::Ok((bytes, el, lat))
         }));
     }
     let mut rates = Vec::new();
     let mut lat = Vec::new();
+    let mut delivered = 0u64;
     for t in tasks {
         let (b, el, l) = t.await.context("raw GET task")??;
         rates.push(ratio(b as f64, el.as_secs_f64()) / 1e6);
         lat.extend(l);
+        delivered += b;
     }
     lat.sort_by(f64::total_cmp);
     Ok(Reads {
@@ -128,7 +149,22 @@ async fn raw_get(
         p50_ms: pct(&lat, 50),
         p95_ms: pct(&lat, 95),
         requests_per_step: 1.0,
+        delivered,
+        cpu_s_per_gb: None,
     })
+}
+
+/// Runs one read arm and fills in its CPU seconds per GB delivered (the whole process,
+/// all ranks together).
+async fn measured(arm: impl Future<Output = anyhow::Result<Reads>>) -> anyhow::Result<Reads> {
+    let before = crate::rusage::now();
+    let mut r = arm.await?;
+    let cpu = match (before, crate::rusage::now()) {
+        (Some(a), Some(b)) => Some(b.cpu_since(&a)),
+        _ => None,
+    };
+    r.cpu_s_per_gb = super::ingest::cpu_s_per_gb(cpu, r.delivered);
+    Ok(r)
 }
 
 fn reads_json(r: &Reads) -> serde_json::Value {
@@ -139,7 +175,34 @@ fn reads_json(r: &Reads) -> serde_json::Value {
         "p50_fetch_ms": round(r.p50_ms, 2),
         "p95_fetch_ms": round(r.p95_ms, 2),
         "requests_per_rank_step": round(r.requests_per_step, 3),
+        "cpu_s_per_gb": r.cpu_s_per_gb.map(|c| round(c, 3)),
     })
+}
+
+/// Writes `steps` TGBs of `w` slices of `size` bytes to `stream`; returns their keys.
+async fn write_stream(
+    stream: &Stream,
+    seed: u64,
+    w: u32,
+    size: usize,
+    steps: u64,
+) -> anyhow::Result<Vec<String>> {
+    let mut p = stream
+        .producer("writer")
+        .settings(ProducerSettings {
+            seed: Some(seed),
+            ..Default::default()
+        })
+        .open()
+        .await?;
+    let slice = Bytes::from(vec![0x3c; size]);
+    let mut keys = Vec::new();
+    for i in 0..steps {
+        let slices = (0..w).map(|_| slice.clone()).collect();
+        keys.push(p.append(w, 1, slices, i + 1).await?.key);
+    }
+    p.close().await?;
+    Ok(keys)
 }
 
 /// World size x slice size.
@@ -147,19 +210,20 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
     let (worlds, sizes, budget): (Vec<u32>, Vec<usize>, f64) = match (env.sim, env.quick) {
         (true, false) => (vec![8, 32, 128], vec![100_000, 1_000_000], 4e9),
         (true, true) => (vec![8, 32, 128], vec![100_000], 3e8),
-        (false, false) => (vec![8, 32], vec![100_000, 1_000_000], 5e8),
+        (false, false) => (vec![8, 32], vec![100_000, 1_000_000], 2e9),
         (false, true) => (vec![8], vec![100_000], 5e7),
     };
     let bar = env.meter((worlds.len() * sizes.len()) as u64, "consumers");
     let mut points = Vec::new();
     let mut table = vec![format!(
-        "   {:>4} {:>6} {:>5} | {:>28} | {:>28} | {:>20}",
+        "   {:>4} {:>6} {:>5} | {:>28} | {:>28} | {:>20} | {}",
         "W",
         "slice",
         "steps",
         "range: amp  MB/s/rank p50/p95",
         "dense: amp  MB/s/rank p50/p95",
-        "raw GET: MB/s p50/p95"
+        "raw GET: MB/s p50/p95",
+        "range/raw  CPU-s/GB range/raw"
     )];
     let mut panels: Vec<Panel> = Vec::new();
     for &size in &sizes {
@@ -167,36 +231,38 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
         let mut amp_dense = Series::new("dense read amplification", vec![]);
         for &w in &worlds {
             bar.set_message(format!("W={w} {}", size_label(size)));
-            // Dense reads move W^2 * size bytes per step: keep that within the budget.
+            // Range reads and raw GETs move W * size bytes per step, dense reads W^2 *
+            // size: each arm gets as many steps as the budget allows (the dense arm reads
+            // the first `dense_steps` of the same TGBs).
+            let steps = (budget / (f64::from(w) * size as f64)).clamp(4.0, 200.0) as u64;
             let dense_per_step = f64::from(w) * f64::from(w) * size as f64;
-            let steps = (budget / dense_per_step).clamp(2.0, 20.0) as u64;
+            let dense_steps = ((budget / dense_per_step) as u64).clamp(2, steps);
+            let depth = ConsumerSettings::default().prefetch + 1;
             let fresh = env.fresh("consumers").await?;
             let stream = Stream::from_store(fresh.store.clone());
-            let mut p = stream
-                .producer("writer")
-                .settings(ProducerSettings {
-                    seed: Some(env.seed),
-                    ..Default::default()
-                })
-                .open()
-                .await?;
-            let slice = Bytes::from(vec![0x3c; size]);
-            let mut keys = Vec::new();
-            for i in 0..steps {
-                let slices = (0..w).map(|_| slice.clone()).collect();
-                keys.push(p.append(w, 1, slices, i + 1).await?.key);
-            }
-            p.close().await?;
-            let raw = raw_get(&stream, &keys, w, size).await?;
-            let range = read_ranks(&stream, w, steps, ReadMode::Range).await?;
-            let dense = read_ranks(&stream, w, steps, ReadMode::Dense).await?;
+            let keys = write_stream(&stream, env.seed, w, size, steps).await?;
+            let raw = measured(raw_get(&stream, &keys, w, size, depth)).await?;
+            let range = measured(read_ranks(&stream, w, steps, ReadMode::Range)).await?;
+            // A stream of its own, `dense_steps` long: a dense rank prefetching past the
+            // steps it reads would count whole objects it never delivers.
+            let dense_fresh = env.fresh("consumers-dense").await?;
+            let dense_stream = Stream::from_store(dense_fresh.store.clone());
+            write_stream(&dense_stream, env.seed, w, size, dense_steps).await?;
+            let dense =
+                measured(read_ranks(&dense_stream, w, dense_steps, ReadMode::Dense)).await?;
+            env.discard(dense_fresh).await;
             bar.inc(1);
             table.push(format!(
-                "   {w:>4} {:>6} {steps:>5} | {:>5.3}x {:>8.2} {:>6.1}/{:<6.1} | {:>6.1}x {:>8.2} {:>6.1}/{:<6.1} | {:>6.2} {:>5.1}/{:<5.1}",
+                "   {w:>4} {:>6} {steps:>5} | {:>5.3}x {:>8.2} {:>6.1}/{:<6.1} | {:>6.1}x {:>8.2} {:>6.1}/{:<6.1} | {:>6.2} {:>5.1}/{:<5.1} | {:>9.2} {}",
                 size_label(size),
                 range.amplification, range.rank_mb_per_s, range.p50_ms, range.p95_ms,
                 dense.amplification, dense.rank_mb_per_s, dense.p50_ms, dense.p95_ms,
                 raw.rank_mb_per_s, raw.p50_ms, raw.p95_ms,
+                ratio(range.rank_mb_per_s, raw.rank_mb_per_s),
+                match (range.cpu_s_per_gb, raw.cpu_s_per_gb) {
+                    (Some(a), Some(b)) => format!("{a:.2}/{b:.2}"),
+                    _ => "-".into(),
+                },
             ));
             amp_range.points.push((f64::from(w), range.amplification));
             amp_dense.points.push((f64::from(w), dense.amplification));
@@ -204,6 +270,12 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
                 "world_size": w,
                 "slice_bytes": size,
                 "steps": steps,
+                "dense_steps": dense_steps,
+                "raw_get_in_flight_per_rank": depth,
+                "ratio_cpu_per_gb_range_vs_raw_get": match (range.cpu_s_per_gb, raw.cpu_s_per_gb) {
+                    (Some(a), Some(b)) => json!(round(ratio(a, b), 3)),
+                    _ => serde_json::Value::Null,
+                },
                 "read_amplification": round(range.amplification, 4),
                 "dense_read_amplification": round(dense.amplification, 3),
                 "ratio_effective_vs_raw_get": round(ratio(range.rank_mb_per_s, raw.rank_mb_per_s), 3),
@@ -212,7 +284,7 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
                 "dense": reads_json(&dense),
                 "raw_get": reads_json(&raw),
             }));
-            env.discard(fresh);
+            env.discard(fresh).await;
         }
         panels.push(Panel {
             title: format!("Read amplification, {} slices", size_label(size)),
@@ -227,6 +299,8 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
         json: json!({
             "mesh": "DP = world size, CP = TP = PP = 1; one slice per rank per step",
             "read_amplification_definition": "(footer bytes + slice bytes fetched) / bytes delivered, summed over ranks (ConsumerStats); *_all_bytes adds manifest and GC-boundary reads from the per-rank store counters",
+            "cpu_s_per_gb": "user + system CPU of the whole bench process (getrusage) over one arm, all ranks together, per 10^9 bytes delivered; on a real store the server's CPU is not in it",
+            "raw_get_concurrency": "as many ranged GETs in flight per rank as a consumer has steps in flight (prefetch + 1), delivered in order",
             "latency": "per-step fetch latency; p50 = median over ranks of each rank's p50, p95 = 95th percentile over ranks of each rank's p95; raw GET: over all requests",
             "points": points,
         }),

@@ -78,6 +78,8 @@ pub(crate) struct Fresh {
     pub(crate) store: StreamStore,
     /// The in-memory backend under the latency model (simulator only).
     pub(crate) mem: Option<Arc<InMemory>>,
+    /// The stream's directory (local directory only).
+    pub(crate) dir: Option<std::path::PathBuf>,
 }
 
 impl Env {
@@ -170,6 +172,7 @@ impl Env {
                 Ok(Fresh {
                     store,
                     mem: Some(mem),
+                    dir: None,
                 })
             }
             Base::Url(u) => {
@@ -179,6 +182,7 @@ impl Env {
                 Ok(Fresh {
                     store: root.scoped(&format!("bench/{sub}")),
                     mem: None,
+                    dir: None,
                 })
             }
             Base::Dir(d) => {
@@ -189,7 +193,11 @@ impl Env {
                 let store = StreamStore::open(&url)
                     .await
                     .with_context(|| format!("opening {url}"))?;
-                Ok(Fresh { store, mem: None })
+                Ok(Fresh {
+                    store,
+                    mem: None,
+                    dir: Some(path),
+                })
             }
         }
     }
@@ -213,21 +221,38 @@ impl Env {
         }
     }
 
-    /// Removes a finished stream's objects from the local directory (the
-    /// simulator frees memory when the backend is dropped).
-    pub(crate) fn discard(&self, fresh: Fresh) {
-        if let Base::Dir(_) = &*self.base {
-            let prefix = fresh.store.prefix().to_owned();
-            if !prefix.is_empty() {
-                let _ = std::fs::remove_dir_all(format!("/{}", prefix.trim_start_matches('/')));
+    /// Removes a finished stream's objects: the local directory's subdirectory, or
+    /// every object under the stream's prefix on a store URL (a benchmark on a real
+    /// server writes tens of GB; best effort, errors are ignored). The simulator frees
+    /// memory when the backend is dropped.
+    pub(crate) async fn discard(&self, fresh: Fresh) {
+        match &*self.base {
+            Base::Dir(_) => {
+                if let Some(dir) = &fresh.dir {
+                    let _ = std::fs::remove_dir_all(dir);
+                }
             }
+            Base::Url(_) => {
+                use futures::StreamExt as _;
+                let Ok(objects) = fresh.store.list("").await else {
+                    return;
+                };
+                let store = &fresh.store;
+                futures::stream::iter(objects)
+                    .for_each_concurrent(16, |o| async move {
+                        let _ = store.delete(&o.key).await;
+                    })
+                    .await;
+            }
+            Base::Sim(_) => {}
         }
     }
 }
 
-/// On the simulator, deletes TGB objects straight from the backend every `every`
-/// (virtual time), so that long ingestion runs do not keep gigabytes in memory; the
-/// producer never reads its TGBs back. With `keep` zero, everything goes at each pass.
+/// Deletes TGB objects straight from the backend every `every` (on the simulator in
+/// virtual time), so that long ingestion runs do not keep gigabytes in memory or on disk;
+/// the producer never reads its TGBs back. On a real store its listing and deletes run
+/// in the bench's process, so its CPU counts in every arm alike. With `keep` zero, everything goes at each pass.
 /// Otherwise an object goes once the newest manifest version lists it as committed (as GC
 /// deletes what consumers that keep up have read, a little later), or once it has been
 /// listed for `keep` uncommitted. A cooperative committer finds other producers' uploads
@@ -237,9 +262,14 @@ pub(crate) fn spawn_reaper(
     fresh: &Fresh,
     every: Duration,
     keep: Duration,
-) -> Option<tokio::task::JoinHandle<()>> {
+) -> tokio::task::JoinHandle<()> {
     use batchweave::manifest::{DecodeLimits, MANIFEST_DIR, decode_manifest, parse_tgb_key};
-    let mem = fresh.mem.clone()?;
+    // On a real store the benches write GBs a second: without it a 10-MB, 32-producer
+    // run fills the disk (or the server) within a minute.
+    let mem: Arc<dyn ObjectStore> = match &fresh.mem {
+        Some(m) => m.clone(),
+        None => fresh.store.backend().clone(),
+    };
     let clock = fresh.store.clock().clone();
     let root = fresh.store.prefix().trim_matches('/').to_owned();
     let under = move |rel: &str| -> Path {
@@ -249,7 +279,7 @@ pub(crate) fn spawn_reaper(
             Path::from(format!("{root}/{rel}"))
         }
     };
-    Some(tokio::spawn(async move {
+    tokio::spawn(async move {
         let prefix = under("tgb");
         let manifests = under(MANIFEST_DIR.trim_end_matches('/'));
         let tgb_root = format!("{prefix}/");
@@ -284,6 +314,7 @@ pub(crate) fn spawn_reaper(
                 .filter_map(|m| async move { m.ok().map(|m| m.location) })
                 .collect()
                 .await;
+            let mut doomed = Vec::new();
             for k in keys {
                 let rel = format!("tgb/{}", k.as_ref().strip_prefix(&tgb_root).unwrap_or(""));
                 let committed = newest.as_ref().is_some_and(|m| {
@@ -295,10 +326,18 @@ pub(crate) fn spawn_reaper(
                 });
                 let first = *seen.entry(k.clone()).or_insert(now);
                 if committed || now.saturating_duration_since(first) >= keep {
-                    let _ = mem.delete(&k).await;
                     seen.remove(&k);
+                    doomed.push(k);
                 }
             }
+            // Concurrent deletes: a real store's deletes are one request (or one blocking
+            // file operation) each, and the producers write thousands of objects a second.
+            let mem = &mem;
+            futures::stream::iter(doomed)
+                .for_each_concurrent(16, |k| async move {
+                    let _ = mem.delete(&k).await;
+                })
+                .await;
         }
-    }))
+    })
 }

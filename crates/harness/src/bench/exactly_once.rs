@@ -261,7 +261,7 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
                 "overhead_vs_no_map": round(vs_none, 4),
             }));
             for f in fresh {
-                env.discard(f);
+                env.discard(f).await;
             }
             bar.inc(1);
         }

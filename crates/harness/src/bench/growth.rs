@@ -168,7 +168,7 @@ async fn arm(env: &Env, v: u64, trim: bool, window: Duration) -> anyhow::Result<
     if let Some(g) = gc {
         g.abort();
     }
-    env.discard(fresh);
+    env.discard(fresh).await;
     Ok(Arm {
         tau_ms: taus.iter().sum::<f64>() / taus.len().max(1) as f64,
         create_ms: ratio(create.as_secs_f64() * 1e3, att as f64),

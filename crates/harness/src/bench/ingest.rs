@@ -17,6 +17,7 @@ use tokio::time::Instant;
 
 use super::env::{Env, spawn_reaper};
 use crate::readers::{Readers, ReadersReport};
+use crate::rusage;
 use crate::visibility::{Observer, VisibilityReport};
 
 /// The shape of one run.
@@ -117,6 +118,34 @@ pub(crate) struct Ingest {
     pub(crate) open_time: Option<Duration>,
     /// One report per group of [`Shape::readers`], in order.
     pub(crate) readers: Vec<ReadersReport>,
+    /// CPU time (user + system) of this whole process over the run, warmup included
+    /// (`None` where getrusage is unavailable). On the simulator it includes the latency
+    /// model's and the in-memory store's work.
+    pub(crate) cpu: Option<Duration>,
+    /// Bytes of TGB objects committed over the whole run (what [`Self::cpu`] moved).
+    pub(crate) bytes_total: u64,
+}
+
+/// What one raw-PUT run measured.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct RawPut {
+    /// PUT bytes per second over the window.
+    pub(crate) bytes_per_sec: f64,
+    /// PUT bytes over the whole run, warmup included.
+    pub(crate) bytes_total: u64,
+    /// CPU time of this process over the whole run (see [`Ingest::cpu`]).
+    pub(crate) cpu: Option<Duration>,
+}
+
+/// CPU seconds per GB (10^9 bytes) moved, or `None` without a CPU reading or bytes.
+pub(crate) fn cpu_s_per_gb(cpu: Option<Duration>, bytes: u64) -> Option<f64> {
+    let cpu = cpu?;
+    (bytes > 0).then(|| cpu.as_secs_f64() / (bytes as f64 / 1e9))
+}
+
+/// CPU time since `before` (user + system of the whole process).
+fn cpu_since(before: Option<rusage::Usage>) -> Option<Duration> {
+    Some(rusage::now()?.cpu_since(&before?))
 }
 
 fn tgb_body(payload: usize) -> anyhow::Result<(Vec<Bytes>, u64)> {
@@ -128,6 +157,7 @@ fn tgb_body(payload: usize) -> anyhow::Result<(Vec<Bytes>, u64)> {
 /// Runs `shape` under `policy` on a fresh stream.
 pub(crate) async fn ingest(env: &Env, shape: Shape, policy: PolicyKind) -> anyhow::Result<Ingest> {
     let fresh = env.fresh("ingest").await?;
+    let usage0 = rusage::now();
     // A cooperative committer finds other producers' uploads by listing them: the reaper
     // keeps uncommitted uploads for a minute (GC's orphan grace is an hour).
     let keep = if policy.build().cooperative() {
@@ -300,9 +330,7 @@ pub(crate) async fn ingest(env: &Env, shape: Shape, policy: PolicyKind) -> anyho
         let c = fresh.store.stats();
         c.read_requests() + c.write_requests() + c.lists
     };
-    if let Some(r) = reaper {
-        r.abort();
-    }
+    reaper.abort();
     trimmer.abort();
     let fin = Totals::of(&finals);
     let taus: Vec<f64> = finals
@@ -327,16 +355,20 @@ pub(crate) async fn ingest(env: &Env, shape: Shape, policy: PolicyKind) -> anyho
             (t1, mb, rate)
         })
         .collect();
+    let cpu = cpu_since(usage0);
     let gap = finals
         .iter()
         .map(|s| s.gap)
         .sum::<Duration>()
         .checked_div(u32::try_from(finals.len()).unwrap_or(u32::MAX))
         .unwrap_or_default();
-    env.discard(fresh);
+    env.discard(fresh).await;
+    let tgbs_committed = stream_at_end.max(fin.tgbs);
     Ok(Ingest {
         gap,
-        tgbs_committed: stream_at_end.max(fin.tgbs),
+        tgbs_committed,
+        cpu,
+        bytes_total: tgbs_committed * enc.object_size,
         requests,
         visibility,
         end: Some(end),
@@ -388,9 +420,11 @@ pub(crate) fn spawn_trimmer(stream: &Stream, every: Duration) -> tokio::task::Jo
 }
 
 /// Raw PUT throughput of `shape.producers` tasks writing objects of the
-/// encoded TGB's size back to back (bytes per second over the window).
-pub(crate) async fn raw_put(env: &Env, shape: Shape) -> anyhow::Result<f64> {
+/// encoded TGB's size back to back, one PUT in flight per task as a producer has one
+/// upload in flight (bytes per second over the window).
+pub(crate) async fn raw_put(env: &Env, shape: Shape) -> anyhow::Result<RawPut> {
     let fresh = env.fresh("rawput").await?;
+    let usage0 = rusage::now();
     let reaper = spawn_reaper(&fresh, Duration::from_millis(250), Duration::ZERO);
     let (parts, size) = tgb_body(shape.payload)?;
     let store: StreamStore = fresh.store.clone();
@@ -402,7 +436,7 @@ pub(crate) async fn raw_put(env: &Env, shape: Shape) -> anyhow::Result<f64> {
     for i in 0..shape.producers {
         let (store, parts, clock) = (store.clone(), parts.clone(), clock.clone());
         tasks.push(tokio::spawn(async move {
-            let mut done = 0u64;
+            let (mut done, mut all) = (0u64, 0u64);
             let mut k = 0u64;
             loop {
                 let left = end.saturating_duration_since(clock.now());
@@ -415,21 +449,27 @@ pub(crate) async fn raw_put(env: &Env, shape: Shape) -> anyhow::Result<f64> {
                     r = store.put_payload(&key, parts.iter().cloned().collect()) => { r?; }
                     () = clock.sleep(left) => break,
                 }
+                all += size;
                 let now: Instant = clock.now();
                 if now >= from && now <= end {
                     done += size;
                 }
             }
-            anyhow::Ok(done)
+            anyhow::Ok((done, all))
         }));
     }
-    let mut bytes = 0u64;
+    let (mut bytes, mut bytes_total) = (0u64, 0u64);
     for t in tasks {
-        bytes += t.await.context("put task")??;
+        let (d, a) = t.await.context("put task")??;
+        bytes += d;
+        bytes_total += a;
     }
-    if let Some(r) = reaper {
-        r.abort();
-    }
-    env.discard(fresh);
-    Ok(bytes as f64 / shape.window.as_secs_f64().max(1e-9))
+    let cpu = cpu_since(usage0);
+    reaper.abort();
+    env.discard(fresh).await;
+    Ok(RawPut {
+        bytes_per_sec: bytes as f64 / shape.window.as_secs_f64().max(1e-9),
+        bytes_total,
+        cpu,
+    })
 }

@@ -124,7 +124,7 @@ async fn arm(
         }
     }
     writer.await.context("producer task")??;
-    env.discard(fresh);
+    env.discard(fresh).await;
     Ok(samples)
 }
 
