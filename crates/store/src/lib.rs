@@ -49,7 +49,7 @@ pub use clock::{Clock, TokioClock};
 pub use counters::{CounterSnapshot, Counters};
 pub use error::{BoxError, ErrorClass, StoreError};
 pub use fault::{FaultOp, FaultRule, FaultStats, FaultStore};
-pub use latency::{LatencyModel, LatencyStore};
+pub use latency::{LatencyModel, LatencyStore, Surcharge};
 pub use object_store;
 pub use open::OpenOptions;
 pub use store::{ObjectInfo, RetryPolicy, StreamStore};

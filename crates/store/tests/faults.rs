@@ -195,3 +195,51 @@ async fn latency_model_runs_in_virtual_time() {
         "rate limit paces requests: {many:?}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_surcharge_charges_requests_for_bytes_the_object_does_not_hold() {
+    let base = StreamStore::in_memory();
+    let clock = Arc::new(TokioClock::with_base(0));
+    let model = LatencyModel {
+        first_byte: Duration::from_millis(10),
+        bandwidth: 1024.0 * 1024.0,
+        jitter: Duration::ZERO,
+        put_rate: 0.0,
+        get_rate: 0.0,
+    };
+    let c2 = clock.clone();
+    // Objects under `big/` are charged as if they held 2 MiB more.
+    let surcharge: batchweave_store::Surcharge = Arc::new(|p: &object_store::path::Path| {
+        if p.as_ref().starts_with("big/") {
+            2 * 1024 * 1024
+        } else {
+            0
+        }
+    });
+    let s = base.map_backend(move |b| {
+        Arc::new(LatencyStore::new(b, model, 1, c2).with_surcharge(surcharge))
+    });
+    let timed = |key: &'static str| {
+        let s = s.clone();
+        async move {
+            let t = tokio::time::Instant::now();
+            s.put(key, Bytes::from_static(b"tiny")).await.unwrap();
+            let put = t.elapsed();
+            let t = tokio::time::Instant::now();
+            let got = s.get(key, 1024).await.unwrap();
+            (put, t.elapsed(), got)
+        }
+    };
+    let (put, get, got) = timed("big/m").await;
+    assert_eq!(&got[..], b"tiny", "the stored bytes are unchanged");
+    for d in [put, get] {
+        assert!(
+            d >= Duration::from_millis(2010) && d < Duration::from_millis(2100),
+            "{d:?}"
+        );
+    }
+    let (put, get, _) = timed("small/m").await;
+    for d in [put, get] {
+        assert!(d < Duration::from_millis(20), "{d:?}");
+    }
+}
