@@ -162,6 +162,22 @@ fn bench(quick: bool) -> Result<()> {
                 out.display()
             );
         }
+        // Headline fields a reader of the JSON relies on (values are not asserted).
+        let required: &[&str] = match name {
+            "dac" => &[
+                "growing",
+                "ratio_dac_vs_best_baseline",
+                "dac_commit_success",
+                "attempts_per_tgb",
+            ],
+            _ => &[],
+        };
+        if let Some(missing) = required.iter().find(|k| !t.contains(&format!("\"{k}\":"))) {
+            bail!(
+                "bench {name}: {}/{name}.json has no field `{missing}`",
+                out.display()
+            );
+        }
         let svg = std::fs::read_to_string(out.join(format!("{name}.svg")))
             .with_context(|| format!("bench {name} wrote no plot"))?;
         if !svg.trim_start().starts_with("<svg") {

@@ -9,7 +9,7 @@ use anyhow::Context;
 use batchweave::object_store::memory::InMemory;
 use batchweave::object_store::path::Path;
 use batchweave::object_store::{ObjectStore, ObjectStoreExt as _};
-use batchweave::store::{Clock, LatencyModel, LatencyStore, StreamStore, TokioClock};
+use batchweave::store::{Clock, LatencyModel, LatencyStore, StreamStore, Surcharge, TokioClock};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -158,6 +158,16 @@ impl Env {
 
     /// A fresh, empty stream named after `what` (call inside the bench runtime).
     pub(crate) async fn fresh(&self, what: &str) -> anyhow::Result<Fresh> {
+        self.fresh_charged(what, None).await
+    }
+
+    /// [`Self::fresh`], with the simulator's latency model charging `surcharge` on top of
+    /// each request's bytes (ignored on real stores).
+    pub(crate) async fn fresh_charged(
+        &self,
+        what: &str,
+        surcharge: Option<Surcharge>,
+    ) -> anyhow::Result<Fresh> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let sub = format!("{what}-{n}");
         match &*self.base {
@@ -165,7 +175,10 @@ impl Env {
                 let mem = Arc::new(InMemory::new());
                 let clock: Arc<dyn Clock> = Arc::new(TokioClock::with_base(SIM_EPOCH_MS));
                 let seed = self.seed.wrapping_mul(1_000_003).wrapping_add(n);
-                let lat = LatencyStore::new(mem.clone(), *model, seed, clock.clone());
+                let mut lat = LatencyStore::new(mem.clone(), *model, seed, clock.clone());
+                if let Some(s) = surcharge {
+                    lat = lat.with_surcharge(s);
+                }
                 let store = StreamStore::from_object_store(Arc::new(lat), "", "sim://")
                     .with_clock(clock)
                     .with_seed(seed);

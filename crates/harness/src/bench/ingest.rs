@@ -2,17 +2,22 @@
 //! window under one commit policy (optionally with a visibility observer), and the
 //! raw-PUT baseline of the same shape.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
+use batchweave::manifest::{
+    DecodeLimits, Manifest, manifest_key, parse_manifest_key, try_encode_manifest,
+};
 use batchweave::producer::ProducerBuilder;
-use batchweave::store::StreamStore;
+use batchweave::store::{StreamStore, Surcharge};
 use batchweave::tgb::encode_tgb;
 use batchweave::{
     ConsumerSettings, GcSettings, PolicyKind, Producer, ProducerSettings, ProducerStats, Stream,
 };
 use bytes::Bytes;
+use futures::StreamExt as _;
 use tokio::time::Instant;
 
 use super::env::{Env, spawn_reaper};
@@ -56,6 +61,72 @@ pub(crate) struct Shape {
     /// How long the reader groups run, from the end of the warmup (at most to the end
     /// of the window).
     pub(crate) readers_window: Duration,
+    /// The paper's regime (issue #17, section 3; simulator only): the manifest is
+    /// trimmed as usual, so the producers' CPU and memory stay bounded, but the latency
+    /// model charges every manifest GET and PUT for the bytes the trimmed descriptors
+    /// would add ([`Untrimmed`]): manifest I/O costs what an untrimmed manifest's would.
+    pub(crate) untrimmed: bool,
+}
+
+/// The paper's untrimmed manifest, as the latency model sees it: every second the
+/// trimmer reads the newest version and sets the surcharge to its trimmed steps
+/// (`first_step`) times the encoded bytes of one descriptor (measured once on that
+/// manifest: its size with and without its descriptors). Versions committed within
+/// the second are charged for at least what the newest version read had trimmed, so
+/// the surcharge lags the untrimmed size by at most a second of growth.
+#[derive(Debug, Default)]
+pub(crate) struct Untrimmed {
+    /// Bytes charged on top of a manifest version's own.
+    extra: AtomicU64,
+    /// The newest version's encoded size plus `extra`.
+    size: AtomicU64,
+    /// Encoded bytes per descriptor (0 until measured).
+    per_tgb: AtomicU64,
+}
+
+impl Untrimmed {
+    /// The latency model's surcharge: `extra` for manifest versions, 0 otherwise.
+    fn surcharge(self: &Arc<Self>) -> Surcharge {
+        let me = self.clone();
+        Arc::new(move |p: &batchweave::object_store::path::Path| {
+            let key = p.as_ref();
+            let versioned = key
+                .rfind(batchweave::manifest::MANIFEST_DIR)
+                .is_some_and(|i| parse_manifest_key(&key[i..]).is_some());
+            if versioned {
+                me.extra.load(Ordering::Relaxed)
+            } else {
+                0
+            }
+        })
+    }
+
+    /// Updates the surcharge from the newest version `m`.
+    fn observe(&self, m: &Manifest) {
+        let limits = DecodeLimits::default();
+        let Ok(full) = try_encode_manifest(m, &limits) else {
+            return;
+        };
+        let full = full.len() as u64;
+        let mut per = self.per_tgb.load(Ordering::Relaxed);
+        if per == 0 && !m.tgbs.is_empty() {
+            // The same version with every step trimmed (still a valid manifest).
+            let bare = Manifest {
+                tgbs: Vec::new(),
+                first_step: m.total_tgbs,
+                retained_bytes: 0,
+                ..m.clone()
+            };
+            if let Ok(b) = try_encode_manifest(&bare, &limits) {
+                per = full.saturating_sub(b.len() as u64) / m.tgbs.len() as u64;
+                self.per_tgb.store(per, Ordering::Relaxed);
+            }
+        }
+        let extra = m.first_step.saturating_mul(per);
+        self.extra.store(extra, Ordering::Relaxed);
+        self.size
+            .store(full.saturating_add(extra), Ordering::Relaxed);
+    }
 }
 
 /// How a producer task gets its producer.
@@ -124,6 +195,11 @@ pub(crate) struct Ingest {
     pub(crate) cpu: Option<Duration>,
     /// Bytes of TGB objects committed over the whole run (what [`Self::cpu`] moved).
     pub(crate) bytes_total: u64,
+    /// TGBs committed over the window (the stream's count at its end minus at the warmup's).
+    pub(crate) tgbs_in_window: u64,
+    /// With [`Shape::untrimmed`]: `(seconds since start, untrimmed manifest MB, mean
+    /// fragile window of the producers in ms or 0)` per bucket.
+    pub(crate) manifest_series: Vec<(f64, f64, f64)>,
 }
 
 /// What one raw-PUT run measured.
@@ -156,7 +232,13 @@ fn tgb_body(payload: usize) -> anyhow::Result<(Vec<Bytes>, u64)> {
 
 /// Runs `shape` under `policy` on a fresh stream.
 pub(crate) async fn ingest(env: &Env, shape: Shape, policy: PolicyKind) -> anyhow::Result<Ingest> {
-    let fresh = env.fresh("ingest").await?;
+    if shape.untrimmed && !env.sim {
+        anyhow::bail!("the untrimmed-manifest regime runs on the simulator only (--sim)");
+    }
+    let untrimmed = shape.untrimmed.then(|| Arc::new(Untrimmed::default()));
+    let fresh = env
+        .fresh_charged("ingest", untrimmed.as_ref().map(Untrimmed::surcharge))
+        .await?;
     let usage0 = rusage::now();
     // A cooperative committer finds other producers' uploads by listing them: the reaper
     // keeps uncommitted uploads for a minute (GC's orphan grace is an hour).
@@ -206,7 +288,7 @@ pub(crate) async fn ingest(env: &Env, shape: Shape, policy: PolicyKind) -> anyho
     let end = start + shape.warmup + shape.window;
     let sampled = (start + shape.warmup, end - shape.window / 10);
     let enc = encode_tgb(1, 1, vec![Bytes::from(vec![0x5a; shape.payload])])?;
-    let trimmer = spawn_trimmer(&stream, Duration::from_secs(1));
+    let trimmer = spawn_trimmer(&stream, Duration::from_secs(1), untrimmed.clone());
     // The reader groups start positioned at the head once the warmup is over and stop
     // after `readers_window` (or at the end of the window).
     let reader_groups = (!shape.readers.is_empty()).then(|| {
@@ -292,6 +374,7 @@ pub(crate) async fn ingest(env: &Env, shape: Shape, policy: PolicyKind) -> anyho
     let step = total / u32::try_from(shape.buckets.max(1)).unwrap_or(1);
     let mut stream_at_warmup = 0u64;
     let mut marks = vec![(0.0, Totals::default())];
+    let mut manifest_series = Vec::new();
     let mut at_warmup = Totals::default();
     let mut t = start;
     while t + step <= end {
@@ -308,7 +391,21 @@ pub(crate) async fn ingest(env: &Env, shape: Shape, policy: PolicyKind) -> anyho
             at_warmup = now;
             stream_at_warmup = committed_now().await;
         }
-        marks.push((t.saturating_duration_since(start).as_secs_f64(), now));
+        let at = t.saturating_duration_since(start).as_secs_f64();
+        if let Some(u) = &untrimmed {
+            let taus: Vec<f64> = snap
+                .iter()
+                .filter_map(|s| s.tau)
+                .map(|d| d.as_secs_f64())
+                .collect();
+            let tau_ms = if taus.is_empty() {
+                0.0
+            } else {
+                taus.iter().sum::<f64>() / taus.len() as f64 * 1e3
+            };
+            manifest_series.push((at, u.size.load(Ordering::Relaxed) as f64 / 1e6, tau_ms));
+        }
+        marks.push((at, now));
     }
     let stream_at_end = committed_now().await;
     let readers = match reader_groups {
@@ -367,6 +464,8 @@ pub(crate) async fn ingest(env: &Env, shape: Shape, policy: PolicyKind) -> anyho
     Ok(Ingest {
         gap,
         tgbs_committed,
+        tgbs_in_window: stream_at_end.saturating_sub(stream_at_warmup),
+        manifest_series,
         cpu,
         bytes_total: tgbs_committed * enc.object_size,
         requests,
@@ -394,13 +493,24 @@ pub(crate) async fn ingest(env: &Env, shape: Shape, policy: PolicyKind) -> anyho
     })
 }
 
+/// Manifest versions the trimmer keeps behind the newest in the untrimmed regime:
+/// the store holds only these (older ones are deleted behind a GC boundary), so a
+/// long run's memory and the simulator's listings stay bounded.
+const KEEP_VERSIONS: u64 = 64;
+
 /// Logical trim as a consumer group that keeps up with the head would
 /// cause it: every `every`, the GC boundary's low-water step moves to the
 /// newest version's end, so commits drop older descriptors and manifests
 /// track the retained window (nothing is deleted here; on the simulator the
 /// reaper discards TGB bodies). Its requests go through a handle of its own, so
-/// `stream`'s counters do not see them.
-pub(crate) fn spawn_trimmer(stream: &Stream, every: Duration) -> tokio::task::JoinHandle<()> {
+/// `stream`'s counters do not see them. With `untrimmed`, it also updates that
+/// surcharge from each newest version it reads and keeps only the newest
+/// [`KEEP_VERSIONS`] versions.
+pub(crate) fn spawn_trimmer(
+    stream: &Stream,
+    every: Duration,
+    untrimmed: Option<Arc<Untrimmed>>,
+) -> tokio::task::JoinHandle<()> {
     let stream = Stream::from_store(stream.store().map_backend(|b| b));
     tokio::spawn(async move {
         let clock = stream.store().clock().clone();
@@ -410,10 +520,27 @@ pub(crate) fn spawn_trimmer(stream: &Stream, every: Duration) -> tokio::task::Jo
             let (Ok(mut b), Ok(Some(m))) = (gc.boundary().await, gc.newest_manifest().await) else {
                 continue;
             };
-            if m.total_tgbs > b.low_water_step {
-                b.low_water_step = m.total_tgbs;
+            let old_live = b.min_live_version.max(1);
+            let mut live = old_live;
+            if let Some(u) = &untrimmed {
+                u.observe(&m);
+                live = live.max(m.version.saturating_sub(KEEP_VERSIONS));
+            }
+            if m.total_tgbs > b.low_water_step || live > old_live {
+                b.low_water_step = b.low_water_step.max(m.total_tgbs);
+                b.min_live_version = b.min_live_version.max(live);
                 b.updated_at_ms = clock.unix_millis();
-                let _ = gc.advance_boundary(b).await;
+                // Versions are deleted only once the boundary below which a version
+                // counts as deleted is durable (as GC does: a producer whose base is
+                // deleted learns it from the boundary, never commits on a ghost).
+                if gc.advance_boundary(b).await.is_ok() && live > old_live {
+                    let store = stream.store();
+                    futures::stream::iter(old_live..live)
+                        .for_each_concurrent(64, |v| async move {
+                            let _ = store.delete(&manifest_key(v)).await;
+                        })
+                        .await;
+                }
             }
         }
     })
@@ -472,4 +599,47 @@ pub(crate) async fn raw_put(env: &Env, shape: Shape) -> anyhow::Result<RawPut> {
         bytes_total,
         cpu,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use batchweave_manifest::testing::SyntheticHistory;
+
+    use super::*;
+
+    #[test]
+    fn the_untrimmed_surcharge_is_the_trimmed_steps_times_a_descriptor() {
+        let full = SyntheticHistory::new().writer("w", 1000).build();
+        let trimmed = SyntheticHistory::new()
+            .writer("w", 1000)
+            .retain(100)
+            .build();
+        assert_eq!(trimmed.first_step, 900);
+        let limits = DecodeLimits::default();
+        let full_len = try_encode_manifest(&full, &limits).unwrap().len() as u64;
+        let u = Arc::new(Untrimmed::default());
+        u.observe(&trimmed);
+        let per = u.per_tgb.load(Ordering::Relaxed);
+        assert!(per > 0, "a descriptor is measured");
+        assert_eq!(u.extra.load(Ordering::Relaxed), 900 * per);
+        // The charged size is the untrimmed manifest's, to within a few bytes per
+        // descriptor (descriptors' varints differ in width).
+        let charged = u.size.load(Ordering::Relaxed);
+        assert!(
+            charged.abs_diff(full_len) <= full_len / 20,
+            "{charged} vs {full_len}"
+        );
+        let charge = u.surcharge();
+        let key = |k: &str| batchweave::object_store::path::Path::from(k);
+        assert_eq!(
+            charge(&key("manifests/00000000000000000042.manifest")),
+            900 * per
+        );
+        assert_eq!(
+            charge(&key("bench/x/manifests/00000000000000000042.manifest")),
+            900 * per
+        );
+        assert_eq!(charge(&key("tgb/w/00000000000000000001.tgb")), 0);
+        assert_eq!(charge(&key("gc/boundary")), 0);
+    }
 }

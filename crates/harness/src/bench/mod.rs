@@ -12,7 +12,7 @@
 //! | bench | paper | headline JSON fields |
 //! |---|---|---|
 //! | `producers` | figure 6 | `ratio_ingest_vs_raw_put`, `ratio_dac_vs_best_baseline` per point |
-//! | `dac` | figure 7 | `dac_commit_success`, `ratio_dac_vs_best_baseline`, `dac_drift` |
+//! | `dac` | figure 7 | `dac_commit_success`, `ratio_dac_vs_best_baseline`, `dac_drift`; the paper's untrimmed regime (simulator): `growing.ratio_dac_vs_best_baseline`, `growing.dac_commit_success`; `attempts_per_tgb` per policy |
 //! | `consumers` | section 7.4 | `read_amplification` per point |
 //! | `lifecycle` | figure 9 | `reduction`, `bound_held` |
 //! | `exactly-once` | figure 8 | `overhead` |

@@ -119,6 +119,7 @@ pub(crate) async fn producers(env: Env) -> anyhow::Result<Outcome> {
                 open_first: None,
                 readers: &[],
                 readers_window: Duration::ZERO,
+                untrimmed: false,
             };
             bar.set_message(format!("N={n} {} raw PUT", size_label(size)));
             let put = raw_put(&env, shape).await?;
@@ -226,6 +227,50 @@ pub(crate) async fn producers(env: Env) -> anyhow::Result<Outcome> {
     })
 }
 
+/// A run's `(seconds since start, MB/s, commit success)` per bucket.
+type Buckets = Vec<(f64, f64, f64)>;
+
+/// The untrimmed-manifest run of `bench dac` (the paper's regime, simulator only):
+/// the paper's 300 s warmup, then a measured window.
+const GROWING_WARMUP: Duration = Duration::from_secs(300);
+const GROWING_WINDOW: Duration = Duration::from_secs(1800);
+/// The paper's figure 7: DAC 431.9 MB/s against INCR's 110.5 over five hours.
+const PAPER_GROWING_RATIO: f64 = 431.9 / 110.5;
+const GROWING_REGIME: &str = "the paper's figure 7: manifests are trimmed as usual (bounded CPU and memory), but the latency model charges every manifest GET and PUT for the untrimmed manifest's size: its own bytes plus its trimmed steps (first_step) times the encoded bytes of one descriptor, measured on the run's own manifest; 32 single-worker producers, 100 KB TGBs";
+
+/// DAC's committed bytes since the warmup over the best baseline's, at the end of
+/// every bucket after the warmup (`series`: DAC first, as [`ModelRuns::series`]).
+fn cumulative_ratio(series: &[(String, Buckets)], warmup: Duration) -> Vec<(f64, f64)> {
+    let cumulative = |s: &[(f64, f64, f64)]| -> Vec<(f64, f64)> {
+        let mut acc = 0.0;
+        let mut prev = 0.0;
+        let mut out = Vec::with_capacity(s.len());
+        for &(t, mb, _) in s {
+            if t > warmup.as_secs_f64() + 1e-9 {
+                acc += mb * (t - prev);
+                out.push((t, acc));
+            }
+            prev = t;
+        }
+        out
+    };
+    let Some(((_, dac), rest)) = series.split_first() else {
+        return Vec::new();
+    };
+    let dac = cumulative(dac);
+    let others: Vec<Vec<(f64, f64)>> = rest.iter().map(|(_, s)| cumulative(s)).collect();
+    dac.iter()
+        .enumerate()
+        .map(|(i, &(t, d))| {
+            let best = others
+                .iter()
+                .filter_map(|o| o.get(i).map(|p| p.1))
+                .fold(0.0, f64::max);
+            (t, ratio(d, best))
+        })
+        .collect()
+}
+
 /// One producer model's runs of every policy in `bench dac`.
 struct ModelRuns {
     per: serde_json::Map<String, Value>,
@@ -237,6 +282,10 @@ struct ModelRuns {
     best_name: String,
     dac_success: f64,
     dac_drift: f64,
+    /// Every policy's series, in order (DAC first).
+    series: Vec<(String, Buckets)>,
+    /// DAC's run's [`Ingest::manifest_series`](super::ingest::Ingest::manifest_series).
+    dac_manifest: Vec<(f64, f64, f64)>,
 }
 
 impl ModelRuns {
@@ -284,7 +333,9 @@ async fn dac_model(
     pols: &[(String, PolicyKind)],
     bar: &dyn crate::progress::Meter,
 ) -> anyhow::Result<ModelRuns> {
-    let model = if shape.single_worker {
+    let model = if shape.untrimmed {
+        "untrimmed"
+    } else if shape.single_worker {
         "single worker"
     } else {
         "pipelined"
@@ -299,6 +350,8 @@ async fn dac_model(
         best_name: String::new(),
         dac_success: 0.0,
         dac_drift: 0.0,
+        series: Vec::new(),
+        dac_manifest: Vec::new(),
     };
     for (i, (name, kind)) in pols.iter().enumerate() {
         bar.set_message(format!("{model}: {name}"));
@@ -307,6 +360,7 @@ async fn dac_model(
         let drift = drift(&r.series, shape.warmup, r.gap);
         if i == 0 {
             (m.dac_bps, m.dac_success, m.dac_drift) = (r.bytes_per_sec, r.success, drift);
+            m.dac_manifest.clone_from(&r.manifest_series);
         } else if r.bytes_per_sec > m.best {
             m.best = r.bytes_per_sec;
             m.best_name = name.clone();
@@ -323,11 +377,13 @@ async fn dac_model(
                 "mb_per_s": round(r.bytes_per_sec / 1e6, 2),
                 "commit_success": round(r.success, 4),
                 "attempts": r.attempts,
+                "attempts_per_tgb": round(ratio(r.attempts as f64, r.tgbs_in_window as f64), 4),
                 "drift": round(drift, 3),
                 "tau_ms": r.tau.map(|t| round(t * 1e3, 2)),
                 "series": r.series.iter().map(|(t, mb, s)| json!([round(*t, 2), round(*mb, 2), round(*s, 4)])).collect::<Vec<_>>(),
             }),
         );
+        m.series.push((name.clone(), r.series.clone()));
         m.tput.push(Series::new(
             name.clone(),
             r.series.iter().map(|(t, mb, _)| (*t, *mb)).collect(),
@@ -364,9 +420,11 @@ pub(crate) async fn dac(env: Env) -> anyhow::Result<Outcome> {
         open_first: None,
         readers: &[],
         readers_window: Duration::ZERO,
+        untrimmed: false,
     };
     let pols = policies()?;
-    let bar = env.meter(2 * pols.len() as u64, "dac");
+    let arms = if env.sim { 3 } else { 2 };
+    let bar = env.meter(arms * pols.len() as u64, "dac");
     let single = dac_model(&env, shape, &pols, bar.as_ref()).await?;
     let piped = dac_model(
         &env,
@@ -378,6 +436,24 @@ pub(crate) async fn dac(env: Env) -> anyhow::Result<Outcome> {
         bar.as_ref(),
     )
     .await?;
+    // The paper's regime: untrimmed manifest I/O (simulator only).
+    let growing = if env.sim {
+        let (warmup, window) = if env.quick {
+            (Duration::from_secs(2), Duration::from_secs(20))
+        } else {
+            (GROWING_WARMUP, GROWING_WINDOW)
+        };
+        let g = Shape {
+            warmup,
+            window,
+            buckets: 60,
+            untrimmed: true,
+            ..shape
+        };
+        Some((dac_model(&env, g, &pols, bar.as_ref()).await?, g))
+    } else {
+        None
+    };
     bar.finish();
     let mut table = vec![format!(
         "   {:>13} {:>10} {:>10} {:>9} {:>7} {:>9}",
@@ -403,6 +479,113 @@ pub(crate) async fn dac(env: Env) -> anyhow::Result<Outcome> {
     let size = size_label(payload);
     let summary_single = single.summary();
     let summary_piped = piped.summary();
+    let mut growing_panels = Vec::new();
+    let growing_json = match &growing {
+        None => json!({ "skipped": "the untrimmed-manifest regime runs on the simulator only" }),
+        Some((g, gs)) => {
+            let over_time = cumulative_ratio(&g.series, gs.warmup);
+            let (mb_end, tau_end) = g.dac_manifest.last().map_or((0.0, 0.0), |p| (p.1, p.2));
+            table.extend(g.rows.iter().cloned());
+            table.push(format!(
+                "   untrimmed manifest: DAC/best baseline ({}) = {:.2} (paper: 431.9 / 110.5 = 3.91), DAC success = {:.1}% (paper: 96.3%), manifest {mb_end:.1} MB and DAC tau {tau_end:.0} ms at the end",
+                g.best_name,
+                g.ratio_best(),
+                g.dac_success * 100.0,
+            ));
+            growing_panels.push(panel(
+                format!("untrimmed manifest (paper's regime), single worker, {producers} producers, {size}: throughput"),
+                "MB/s",
+                g.tput.clone(),
+            ));
+            growing_panels.push(panel(
+                "untrimmed manifest: DAC / best baseline, bytes committed since the warmup".into(),
+                "ratio",
+                vec![
+                    Series::new("DAC / best baseline", over_time.clone()),
+                    Series::new(
+                        "paper (431.9 / 110.5)",
+                        over_time
+                            .iter()
+                            .map(|p| (p.0, PAPER_GROWING_RATIO))
+                            .collect(),
+                    ),
+                ],
+            ));
+            growing_panels.push(panel(
+                "untrimmed manifest: commit success".into(),
+                "%",
+                g.succ.clone(),
+            ));
+            growing_panels.push(panel(
+                "untrimmed manifest: its size (MB) and DAC's mean fragile window (s)".into(),
+                "MB / s",
+                vec![
+                    Series::new(
+                        "manifest MB",
+                        g.dac_manifest.iter().map(|p| (p.0, p.1)).collect(),
+                    ),
+                    Series::new(
+                        "DAC tau s",
+                        g.dac_manifest.iter().map(|p| (p.0, p.2 / 1e3)).collect(),
+                    ),
+                ],
+            ));
+            let mut summary = g.summary();
+            if let Value::Object(o) = &mut summary {
+                o.insert("regime".into(), json!(GROWING_REGIME));
+                o.insert("model".into(), json!("single_worker"));
+                o.insert("warmup_seconds".into(), json!(gs.warmup.as_secs_f64()));
+                o.insert("window_seconds".into(), json!(gs.window.as_secs_f64()));
+                o.insert(
+                    "untrimmed_manifest_mb_at_end".into(),
+                    json!(round(mb_end, 2)),
+                );
+                o.insert("dac_tau_ms_at_end".into(), json!(round(tau_end, 1)));
+                o.insert(
+                    "ratio_over_time_columns".into(),
+                    json!(["seconds", "dac_bytes_over_best_baseline_bytes_since_warmup"]),
+                );
+                o.insert(
+                    "ratio_over_time".into(),
+                    json!(
+                        over_time
+                            .iter()
+                            .map(|(t, r)| json!([round(*t, 1), round(*r, 3)]))
+                            .collect::<Vec<_>>()
+                    ),
+                );
+                o.insert(
+                    "manifest_series_columns".into(),
+                    json!(["seconds", "untrimmed_manifest_mb", "dac_mean_tau_ms"]),
+                );
+                o.insert(
+                    "manifest_series".into(),
+                    json!(
+                        g.dac_manifest
+                            .iter()
+                            .map(|(t, mb, tau)| json!([
+                                round(*t, 1),
+                                round(*mb, 3),
+                                round(*tau, 1)
+                            ]))
+                            .collect::<Vec<_>>()
+                    ),
+                );
+                o.insert(
+                    "paper".into(),
+                    json!({
+                        "dac_mb_per_s": 431.9,
+                        "best_baseline": "incr",
+                        "best_baseline_mb_per_s": 110.5,
+                        "ratio_dac_vs_best_baseline": PAPER_GROWING_RATIO,
+                        "dac_commit_success": 0.963,
+                        "duration_seconds": 5.0 * 3600.0,
+                    }),
+                );
+            }
+            summary
+        }
+    };
     Ok(Outcome {
         json: json!({
             "producers": producers,
@@ -421,6 +604,7 @@ pub(crate) async fn dac(env: Env) -> anyhow::Result<Outcome> {
                 "single_worker": summary_single,
                 "pipelined": summary_piped,
             },
+            "growing": growing_json,
         }),
         table,
         chart: Chart::of(vec![
@@ -440,6 +624,9 @@ pub(crate) async fn dac(env: Env) -> anyhow::Result<Outcome> {
                 piped.tput,
             ),
             panel("pipelined: commit success".into(), "%", piped.succ),
-        ]),
+        ]
+        .into_iter()
+        .chain(growing_panels)
+        .collect()),
     })
 }

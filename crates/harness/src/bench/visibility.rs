@@ -309,6 +309,7 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
             open_first: Some(open_limit(&env)),
             readers: reader_groups(&env, n),
             readers_window: readers_window(n),
+            untrimmed: false,
         };
         for (i, (name, kind)) in pols.iter().enumerate() {
             bar.set_message(format!("N={n} {name}"));
@@ -470,6 +471,7 @@ mod tests {
             open_first: Some(Duration::from_secs(30)),
             readers: &[2],
             readers_window: Duration::from_secs(1),
+            untrimmed: false,
         };
         let r = ingest(&env, shape, "fixed:1".parse().unwrap())
             .await
