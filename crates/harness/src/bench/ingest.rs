@@ -264,6 +264,15 @@ pub(crate) async fn ingest(env: &Env, shape: Shape, policy: PolicyKind) -> anyho
             max_buffered: 1 << 20,
             seed: Some(env.seed.wrapping_mul(31).wrapping_add(i as u64)),
             single_worker: shape.single_worker,
+            // The paper's producers have no bound on an upload's age: in its regime a
+            // policy that stops committing stalls (and is measured so) rather than
+            // stopping with an expired upload after 30 minutes. Nothing sweeps uploads
+            // here but the simulator's reaper, behind the producers' back.
+            max_commit_age: if shape.untrimmed {
+                (shape.warmup + shape.window) * 2
+            } else {
+                ProducerSettings::default().max_commit_age
+            },
             ..Default::default()
         };
         stream.producer(format!("p{i:04}")).settings(settings)
