@@ -83,8 +83,11 @@
 //!   `epsilon` also `n >= 2`).
 //! * **Jitter** `rho`: NaN or negative counts as `0`, above [`MAX_RHO`] as [`MAX_RHO`];
 //!   the uniform draw `u` is clamped into `[0, 1]`, NaN counting as `0`.
-//! * **Gaps** ([`t_conf`], [`t_cost`], [`optimal_gap`], [`jittered_gap`]) are capped at
-//!   [`MAX_GAP_SECS`], so a wild estimate of `tau` can never stall a producer for longer.
+//! * **Gaps** ([`t_conf`], [`t_cost`], [`jittered_gap`]) are capped at [`MAX_GAP_SECS`], and
+//!   [`optimal_gap`] and [`jittered_gap_within`] at their cap ([`DacParams::max_gap_secs`],
+//!   60 s by default; NaN or `<= 0` reads as [`MAX_GAP_SECS`], anything above
+//!   [`MAX_TIME_SECS`] as that maximum), so a wild estimate of `tau` can never stall a
+//!   producer for longer.
 //!
 //! # Example
 //!
@@ -130,8 +133,8 @@ pub use coop::{Coop, CoopParams, MAX_COOP_GAP};
 pub use error::DacError;
 pub use kind::PolicyKind;
 pub use model::{
-    MAX_GAP, MAX_GAP_SECS, MAX_RHO, MAX_TIME_SECS, duty, jittered_gap, optimal_gap, p_conflict,
-    t_conf, t_cost,
+    MAX_GAP, MAX_GAP_SECS, MAX_RHO, MAX_TIME_SECS, duty, jittered_gap, jittered_gap_within,
+    optimal_gap, p_conflict, t_conf, t_cost,
 };
 pub use params::{DEFAULT_ALPHA, DEFAULT_DELTA, DEFAULT_EPSILON, DEFAULT_RHO, DacParams, Ema};
 pub use policy::{AttemptOutcome, CommitPolicy, Dac, Decision};

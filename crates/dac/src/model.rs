@@ -6,10 +6,15 @@ use std::time::Duration;
 
 use crate::DacParams;
 
-/// Largest gap, in seconds, any function or policy of this crate ever returns (60 s).
+/// Default cap on a gap, in seconds (60 s): what [`t_conf`], [`t_cost`] and [`jittered_gap`]
+/// return at most, and the default of [`DacParams::max_gap_secs`].
 ///
 /// The bound keeps a producer from stalling on a bad estimate: even a fragile window of
-/// minutes yields at most one attempt a minute.
+/// minutes yields at most one attempt a minute. It also bounds the model: once equation 7
+/// asks for more (at `n = 32` and `epsilon = 0.05`, whenever `tau > 0.1 s`), producers attempt
+/// more often than the conflict budget allows, and commit success falls below `1 - epsilon`.
+/// A deployment that wants the model exactly (the paper's untrimmed manifest, whose `tau`
+/// grows to seconds) raises [`DacParams::max_gap_secs`].
 pub const MAX_GAP_SECS: f64 = 60.0;
 
 /// [`MAX_GAP_SECS`] as a [`Duration`].
@@ -31,14 +36,20 @@ fn clean_time(x: f64) -> f64 {
     }
 }
 
-/// Clamps a computed gap into `[0, MAX_GAP_SECS]`; a NaN (which the callers never produce)
-/// is read as the conservative maximum.
-fn cap_gap(x: f64) -> f64 {
-    if x.is_nan() {
+/// Sanitises a gap cap: NaN and values `<= 0` fall back to [`MAX_GAP_SECS`], values above
+/// [`MAX_TIME_SECS`] (and `+inf`) count as that maximum.
+pub(crate) fn clean_cap(cap: f64) -> f64 {
+    if cap.is_nan() || cap <= 0.0 {
         MAX_GAP_SECS
     } else {
-        x.clamp(0.0, MAX_GAP_SECS)
+        cap.min(MAX_TIME_SECS)
     }
+}
+
+/// Clamps a computed gap into `[0, cap]` (`cap` already sanitised); a NaN (which the
+/// callers never produce) is read as the conservative maximum.
+fn cap_gap(x: f64, cap: f64) -> f64 {
+    if x.is_nan() { cap } else { x.clamp(0.0, cap) }
 }
 
 /// `n - 1` as `f64`, `0` for `n <= 1`.
@@ -79,12 +90,17 @@ pub fn duty(t: f64, tau: f64) -> f64 {
 /// It is computed as `tau * ((n - 1) / -ln(1 - epsilon) - 1)` so that the rounded result is
 /// monotone non-decreasing in both `n` and `tau`.
 pub fn t_conf(n: usize, tau: f64, epsilon: f64) -> f64 {
+    t_conf_within(n, tau, epsilon, MAX_GAP_SECS)
+}
+
+/// [`t_conf`] capped at `cap` (sanitised) instead of [`MAX_GAP_SECS`].
+fn t_conf_within(n: usize, tau: f64, epsilon: f64, cap: f64) -> f64 {
     let tau = clean_time(tau);
     if n <= 1 || tau == 0.0 || epsilon >= 1.0 {
         return 0.0;
     }
     if epsilon.is_nan() || epsilon <= 0.0 {
-        return MAX_GAP_SECS;
+        return cap;
     }
     // -ln(1 - epsilon) > 0 for epsilon in (0, 1); ln_1p keeps it accurate for small epsilon.
     let budget = -(-epsilon).ln_1p();
@@ -92,26 +108,33 @@ pub fn t_conf(n: usize, tau: f64, epsilon: f64) -> f64 {
     if factor.is_nan() || factor <= 0.0 {
         return 0.0;
     }
-    cap_gap(tau * factor)
+    cap_gap(tau * factor, cap)
 }
 
 /// Equation 8: smallest gap keeping [`duty`] within the duty budget `delta`:
 /// `(1 - delta) tau / delta`, capped at [`MAX_GAP_SECS`].
 pub fn t_cost(tau: f64, delta: f64) -> f64 {
+    t_cost_within(tau, delta, MAX_GAP_SECS)
+}
+
+/// [`t_cost`] capped at `cap` (sanitised) instead of [`MAX_GAP_SECS`].
+fn t_cost_within(tau: f64, delta: f64, cap: f64) -> f64 {
     let tau = clean_time(tau);
     if tau == 0.0 || delta >= 1.0 {
         return 0.0;
     }
     if delta.is_nan() || delta <= 0.0 {
-        return MAX_GAP_SECS;
+        return cap;
     }
-    cap_gap(tau * ((1.0 - delta) / delta))
+    cap_gap(tau * ((1.0 - delta) / delta), cap)
 }
 
 /// Equation 9: the smallest gap satisfying both budgets of `params`,
-/// `T* = max(t_conf, t_cost)`, capped at [`MAX_GAP_SECS`].
+/// `T* = max(t_conf, t_cost)`, capped at `params.max_gap_secs` (sanitised: NaN or `<= 0`
+/// reads as [`MAX_GAP_SECS`], anything above [`MAX_TIME_SECS`] as that maximum).
 pub fn optimal_gap(n: usize, tau: f64, params: &DacParams) -> f64 {
-    t_conf(n, tau, params.epsilon).max(t_cost(tau, params.delta))
+    let cap = clean_cap(params.max_gap_secs);
+    t_conf_within(n, tau, params.epsilon, cap).max(t_cost_within(tau, params.delta, cap))
 }
 
 /// Equation 10: the jittered gap `t_star * (1 + rho * u)` that desynchronises producers.
@@ -119,18 +142,25 @@ pub fn optimal_gap(n: usize, tau: f64, params: &DacParams) -> f64 {
 /// `u` is a uniform draw in `[0, 1)` supplied by the caller. The result lies in
 /// `[t_star, t_star * (1 + rho)]` (after sanitising) and never exceeds [`MAX_GAP_SECS`].
 pub fn jittered_gap(t_star: f64, rho: f64, u: f64) -> f64 {
-    let t_star = cap_gap(clean_time(t_star));
+    jittered_gap_within(t_star, rho, u, MAX_GAP_SECS)
+}
+
+/// [`jittered_gap`] capped at `cap` instead of [`MAX_GAP_SECS`] (sanitised as
+/// [`DacParams::max_gap_secs`] is by [`optimal_gap`]); DAC draws its gaps with its own cap.
+pub fn jittered_gap_within(t_star: f64, rho: f64, u: f64, cap: f64) -> f64 {
+    let cap = clean_cap(cap);
+    let t_star = cap_gap(clean_time(t_star), cap);
     let rho = if rho.is_nan() {
         0.0
     } else {
         rho.clamp(0.0, MAX_RHO)
     };
     let u = if u.is_nan() { 0.0 } else { u.clamp(0.0, 1.0) };
-    cap_gap(t_star * (1.0 + rho * u))
+    cap_gap(t_star * (1.0 + rho * u), cap)
 }
 
 /// Converts seconds into a [`Duration`] without panicking: NaN and negatives give zero,
-/// anything too large for a `Duration` gives [`MAX_GAP`].
+/// anything too large for a `Duration` (which [`MAX_TIME_SECS`] is not) gives [`MAX_GAP`].
 pub(crate) fn secs_to_duration(secs: f64) -> Duration {
     if secs.is_nan() || secs <= 0.0 {
         return Duration::ZERO;

@@ -1,7 +1,7 @@
 //! DAC tuning parameters and the EMA of the fragile window (equation 6).
 
 use crate::DacError;
-use crate::model::{MAX_RHO, MAX_TIME_SECS};
+use crate::model::{MAX_GAP_SECS, MAX_RHO, MAX_TIME_SECS};
 
 /// Default conflict budget: the paper fixes `epsilon = 0.05` for its microbenchmarks.
 pub const DEFAULT_EPSILON: f64 = 0.05;
@@ -12,7 +12,7 @@ pub const DEFAULT_ALPHA: f64 = 0.2;
 /// Default jitter magnitude (our choice): gaps are stretched by up to 10%.
 pub const DEFAULT_RHO: f64 = 0.1;
 
-/// The four knobs of DAC (paper Algorithm 1, line 1).
+/// The four knobs of DAC (paper Algorithm 1, line 1), and the cap on its gap.
 ///
 /// Callers usually write `DacParams { epsilon: 0.02, ..Default::default() }` and then
 /// [`validate`](Self::validate). The math functions accept any value (see the
@@ -28,6 +28,13 @@ pub struct DacParams {
     pub alpha: f64,
     /// Jitter magnitude: gaps are drawn from `[T*, T* (1 + rho)]`, in `[0, 1]`.
     pub rho: f64,
+    /// Longest gap between attempts, in seconds, in `(0, MAX_TIME_SECS]`; the default is
+    /// [`MAX_GAP_SECS`] (60 s). Equations 7-10 hold exactly only while `T*` is below it:
+    /// above, the producer attempts once per cap and its conflict probability exceeds
+    /// `epsilon`. The cap bounds how long a wrong `tau` estimate can stall a producer;
+    /// raise it where `tau` is legitimately seconds (a large untrimmed manifest) and the
+    /// uploads wait that long anyway.
+    pub max_gap_secs: f64,
 }
 
 impl Default for DacParams {
@@ -37,16 +44,18 @@ impl Default for DacParams {
             delta: DEFAULT_DELTA,
             alpha: DEFAULT_ALPHA,
             rho: DEFAULT_RHO,
+            max_gap_secs: MAX_GAP_SECS,
         }
     }
 }
 
 impl DacParams {
     /// Checks every field against its range, reporting the first bad one (in the order
-    /// epsilon, delta, alpha, rho) with its value and valid range. NaN is always rejected.
+    /// epsilon, delta, alpha, rho, max_gap_secs) with its value and valid range. NaN is
+    /// always rejected.
     pub fn validate(&self) -> Result<(), DacError> {
         let open_unit = |x: f64| x > 0.0 && x < 1.0;
-        let checks: [(&'static str, f64, &'static str, bool); 4] = [
+        let checks: [(&'static str, f64, &'static str, bool); 5] = [
             ("epsilon", self.epsilon, "(0, 1)", open_unit(self.epsilon)),
             ("delta", self.delta, "(0, 1)", open_unit(self.delta)),
             (
@@ -60,6 +69,12 @@ impl DacParams {
                 self.rho,
                 "[0, 1]",
                 (0.0..=MAX_RHO).contains(&self.rho),
+            ),
+            (
+                "max_gap_secs",
+                self.max_gap_secs,
+                "(0, 1e12]",
+                self.max_gap_secs > 0.0 && self.max_gap_secs <= MAX_TIME_SECS,
             ),
         ];
         for (name, value, range, ok) in checks {
@@ -135,6 +150,7 @@ mod tests {
         assert_eq!(p.delta, 0.2);
         assert_eq!(p.alpha, 0.2);
         assert_eq!(p.rho, 0.1);
+        assert_eq!(p.max_gap_secs, 60.0);
         assert_eq!(p.validate(), Ok(()));
     }
 
@@ -188,6 +204,22 @@ mod tests {
                 },
                 "rho",
                 "[0, 1]",
+            ),
+            (
+                DacParams {
+                    max_gap_secs: 0.0,
+                    ..Default::default()
+                },
+                "max_gap_secs",
+                "(0, 1e12]",
+            ),
+            (
+                DacParams {
+                    max_gap_secs: f64::INFINITY,
+                    ..Default::default()
+                },
+                "max_gap_secs",
+                "(0, 1e12]",
             ),
         ];
         for (params, want_name, want_range) in cases {

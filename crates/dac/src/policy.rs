@@ -3,7 +3,7 @@
 use std::fmt::Debug;
 use std::time::Duration;
 
-use crate::model::{jittered_gap, optimal_gap, secs_to_duration};
+use crate::model::{jittered_gap_within, optimal_gap, secs_to_duration};
 use crate::{DacParams, Ema};
 
 /// What a producer's commit loop should do now.
@@ -159,13 +159,14 @@ impl CommitPolicy for Dac {
         self.producers = outcome.producers;
         let tau = self.ema.value().unwrap_or(0.0);
         let t_star = optimal_gap(self.producers, tau, &self.params);
+        let cap = self.params.max_gap_secs;
         self.gap = if self.attempts == 0 {
-            // Random first phase: jittered_gap with rho = 0 sanitises T*;
+            // Random first phase: jittered_gap_within with rho = 0 sanitises T*;
             // u is clamped to [0, 1] (NaN -> 0).
             let u = if u.is_nan() { 0.0 } else { u.clamp(0.0, 1.0) };
-            secs_to_duration(jittered_gap(t_star, 0.0, 0.0) * u)
+            secs_to_duration(jittered_gap_within(t_star, 0.0, 0.0, cap) * u)
         } else {
-            secs_to_duration(jittered_gap(t_star, self.params.rho, u))
+            secs_to_duration(jittered_gap_within(t_star, self.params.rho, u, cap))
         };
         self.attempts = self.attempts.saturating_add(1);
     }
@@ -182,6 +183,7 @@ impl CommitPolicy for Dac {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::MAX_GAP_SECS;
 
     fn outcome(success: bool, tau_ms: u64, producers: usize) -> AttemptOutcome {
         AttemptOutcome {
@@ -274,6 +276,28 @@ mod tests {
     }
 
     #[test]
+    fn dac_waits_past_the_default_cap_only_when_it_is_lifted() {
+        // N = 32, tau = 2 s: equation 7 asks for 2 s * (31 / 0.0513 - 1) = 1,207 s.
+        let want = 2.0 * (31.0 / -(0.95f64.ln()) - 1.0);
+        for (cap, gap) in [(None, 60.0), (Some(1e4), want), (Some(600.0), 600.0)] {
+            let params = DacParams {
+                rho: 0.0,
+                max_gap_secs: cap.unwrap_or(MAX_GAP_SECS),
+                ..Default::default()
+            };
+            let mut dac = Dac::new(params);
+            dac.on_attempt(&outcome(true, 2_000, 32), 0.0); // the random first phase
+            dac.on_attempt(&outcome(true, 2_000, 32), 0.0);
+            let got = dac.gap().as_secs_f64();
+            assert!(
+                (got - gap).abs() < 1e-6,
+                "cap {cap:?}: gap {got} s, want {gap} s"
+            );
+            assert_eq!(dac.gap(), dac.optimal_gap());
+        }
+    }
+
+    #[test]
     fn dac_jitter_stretches_within_rho() {
         let mut dac = Dac::default();
         dac.on_attempt(&outcome(true, 100, 1), 0.3); // the first phase
@@ -314,6 +338,7 @@ mod tests {
             delta: -1.0,
             alpha: f64::INFINITY,
             rho: f64::NAN,
+            max_gap_secs: f64::NAN,
         });
         dac.on_attempt(&outcome(false, u64::MAX, usize::MAX), f64::NAN);
         assert_eq!(dac.gap(), Duration::ZERO, "a NaN first phase is zero");

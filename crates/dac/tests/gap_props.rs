@@ -1,7 +1,8 @@
 //! Property tests of the DAC gap against equations 2-3 and of the sanitising rules.
 
 use batchweave_dac::{
-    DacParams, MAX_GAP_SECS, duty, jittered_gap, optimal_gap, p_conflict, t_conf, t_cost,
+    DacParams, MAX_GAP_SECS, MAX_TIME_SECS, duty, jittered_gap, jittered_gap_within, optimal_gap,
+    p_conflict, t_conf, t_cost,
 };
 use proptest::prelude::*;
 
@@ -139,8 +140,10 @@ proptest! {
         delta in any_f64(),
         rho in any_f64(),
         u in any_f64(),
+        cap in any_f64(),
     ) {
-        let p = DacParams { epsilon, delta, alpha: 0.2, rho };
+        let p = DacParams { epsilon, delta, alpha: 0.2, rho, max_gap_secs: MAX_GAP_SECS };
+        let lifted = DacParams { max_gap_secs: cap, ..p };
         let outputs = [
             ("p_conflict", p_conflict(t, n, tau)),
             ("duty", duty(t, tau)),
@@ -156,6 +159,37 @@ proptest! {
         for (name, value) in &outputs[2..] {
             prop_assert!(*value <= MAX_GAP_SECS, "{name} = {value} above the cap");
         }
+        // Any cap, sanitised as documented: NaN or <= 0 reads as the default.
+        let want_cap = if cap.is_nan() || cap <= 0.0 { MAX_GAP_SECS } else { cap.min(MAX_TIME_SECS) };
+        for (name, value) in [
+            ("optimal_gap", optimal_gap(n, tau, &lifted)),
+            ("jittered_gap_within", jittered_gap_within(t, rho, u, cap)),
+        ] {
+            prop_assert!(value.is_finite() && value >= 0.0, "{name} = {value}");
+            prop_assert!(value <= want_cap, "{name} = {value} above the cap {want_cap}");
+        }
+    }
+
+    /// (e) The cap only clips: with any cap `c`, T* is the uncapped T* clipped to `c`, and
+    /// with the cap lifted the budgets hold at T* however large tau grows (the paper's
+    /// untrimmed manifest: tau of seconds, T* of an hour at 32 producers).
+    #[test]
+    fn the_cap_only_clips_and_lifted_the_budgets_hold(
+        n in 2usize..2048,
+        log_tau in -4.0..1.5f64,
+        log_eps in -3.0..-0.3f64,
+        delta in 1e-2..0.9f64,
+        log_cap in -1.0..5.0f64,
+    ) {
+        let (tau, epsilon, cap) = (10f64.powf(log_tau), 10f64.powf(log_eps), 10f64.powf(log_cap));
+        let open = DacParams { max_gap_secs: MAX_TIME_SECS, ..params(epsilon, delta) };
+        let capped = DacParams { max_gap_secs: cap, ..open };
+        let t_open = optimal_gap(n, tau, &open);
+        prop_assert_eq!(optimal_gap(n, tau, &capped), t_open.min(cap));
+        prop_assert_eq!(optimal_gap(n, tau, &params(epsilon, delta)), t_open.min(MAX_GAP_SECS));
+        let pc = p_conflict(t_open, n, tau);
+        prop_assert!(pc <= epsilon * (1.0 + REL_TOL), "p_conflict({t_open}) = {pc} > {epsilon}");
+        prop_assert!(duty(t_open, tau) <= delta * (1.0 + REL_TOL));
     }
 
     /// (d) The jittered gap stays within [T*, T* (1 + rho)].
@@ -176,4 +210,8 @@ fn jitter_extremes_hit_the_bounds() {
     assert_eq!(jittered_gap(2.0, 0.1, 0.0), 2.0);
     let top = jittered_gap(2.0, 0.1, 1.0);
     assert!((top - 2.2).abs() < 1e-12, "{top}");
+    // Above 60 s only with a lifted cap.
+    assert_eq!(jittered_gap(100.0, 0.1, 1.0), MAX_GAP_SECS);
+    let lifted = jittered_gap_within(100.0, 0.1, 1.0, 1e4);
+    assert!((lifted - 110.0).abs() < 1e-9, "{lifted}");
 }
