@@ -502,19 +502,21 @@ pub(crate) async fn ingest(env: &Env, shape: Shape, policy: PolicyKind) -> anyho
     })
 }
 
-/// Manifest versions the trimmer keeps behind the newest in the untrimmed regime:
-/// the store holds only these (older ones are deleted behind a GC boundary), so a
-/// long run's memory and the simulator's listings stay bounded.
-const KEEP_VERSIONS: u64 = 64;
+/// Manifest versions the trimmer keeps behind the newest: the store holds only
+/// these (older ones are deleted behind a GC boundary, as GC deletes versions no
+/// checkpoint needs), so a long run's memory and the simulator's listings stay
+/// bounded. Keeping every version made the simulator spend most of its CPU listing
+/// them (`InMemory` lists a prefix by filtering all keys) when a producer resyncs.
+const KEEP_VERSIONS: u64 = 1024;
 
 /// Logical trim as a consumer group that keeps up with the head would
 /// cause it: every `every`, the GC boundary's low-water step moves to the
 /// newest version's end, so commits drop older descriptors and manifests
-/// track the retained window (nothing is deleted here; on the simulator the
-/// reaper discards TGB bodies). Its requests go through a handle of its own, so
-/// `stream`'s counters do not see them. With `untrimmed`, it also updates that
-/// surcharge from each newest version it reads and keeps only the newest
-/// [`KEEP_VERSIONS`] versions.
+/// track the retained window, and only the newest [`KEEP_VERSIONS`] manifest
+/// versions are kept (on the simulator the reaper discards TGB bodies). Its
+/// requests go through a handle of its own, so `stream`'s counters do not see
+/// them. With `untrimmed`, it also updates that surcharge from each newest
+/// version it reads.
 pub(crate) fn spawn_trimmer(
     stream: &Stream,
     every: Duration,
@@ -530,11 +532,10 @@ pub(crate) fn spawn_trimmer(
                 continue;
             };
             let old_live = b.min_live_version.max(1);
-            let mut live = old_live;
             if let Some(u) = &untrimmed {
                 u.observe(&m);
-                live = live.max(m.version.saturating_sub(KEEP_VERSIONS));
             }
+            let live = old_live.max(m.version.saturating_sub(KEEP_VERSIONS));
             if m.total_tgbs > b.low_water_step || live > old_live {
                 b.low_water_step = b.low_water_step.max(m.total_tgbs);
                 b.min_live_version = b.min_live_version.max(live);
@@ -545,7 +546,7 @@ pub(crate) fn spawn_trimmer(
                 if gc.advance_boundary(b).await.is_ok() && live > old_live {
                     let store = stream.store();
                     futures::stream::iter(old_live..live)
-                        .for_each_concurrent(64, |v| async move {
+                        .for_each_concurrent(4, |v| async move {
                             let _ = store.delete(&manifest_key(v)).await;
                         })
                         .await;
