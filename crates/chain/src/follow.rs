@@ -182,6 +182,34 @@ impl Follower {
         self.adopt(m)
     }
 
+    /// Like [`jump_from`](Self::jump_from) but trusts the boundary as last read instead of
+    /// reading it again after the listing: for a producer, as with
+    /// [`poll_cached`](Self::poll_cached) (a base below the real boundary makes the next
+    /// create land below it or conflict, and the fresh boundary check after every create
+    /// catches the first). Saves the boundary's round trips (a listing of its log and a
+    /// GET) inside the producer's fragile window. If the listed version does not extend
+    /// the one held, the boundary is read again and the jump redone with it, as
+    /// [`poll_cached`](Self::poll_cached) does.
+    pub async fn jump_from_cached(&mut self, from: u64) -> Result<bool, ChainError> {
+        let from = from.max(self.boundary.min_live_version).max(1);
+        let Some(m) = self.chain.newest_from(from).await? else {
+            return Ok(false);
+        };
+        let b = self.boundary;
+        if self.below(m.version, &b) {
+            return self.jump_from(from).await;
+        }
+        match self.adopt(m) {
+            Err(ChainError::Diverged { .. }) => {
+                // The held version may be a ghost the cached boundary did not reveal:
+                // decide with a fresh boundary, as `jump_from` does.
+                self.refresh_boundary().await?;
+                self.jump_from(from).await
+            }
+            other => other,
+        }
+    }
+
     /// One step forward: GET the next version; if it exists and is live, adopt it, and
     /// if it is below the boundary (deleted; a ghost may fill its slot) jump to the
     /// newest live version instead. Returns whether the held version moved.

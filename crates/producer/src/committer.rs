@@ -64,7 +64,18 @@ pub(crate) struct Committer {
     /// The version of the last create this producer sent: an entry that a later read
     /// shows advanced at another version was advanced by another producer's commit.
     pub(crate) last_sent: Option<u64>,
+    /// A create was sent and its outcome is not yet resolved: the attempt is counted in
+    /// [`ProducerStats::attempts`](crate::ProducerStats) together with its outcome (in the
+    /// same update as the success, if it committed), so that a snapshot taken while an
+    /// attempt is in flight never shows more successes than attempts.
+    pub(crate) unresolved_attempt: bool,
 }
+
+/// GETs of the next version a refresh makes before it jumps to the newest with a
+/// listing (which costs a LIST, a GET of the listed version and a GET confirming it is
+/// the newest): with at most this many versions created since the base, stepping is
+/// cheaper or no dearer.
+const REFRESH_STEPS: usize = 3;
 
 /// An entry whose `last_commit_ms` is older than this, against the base's
 /// `committed_at_ms`, is not counted as an active producer by a cooperative cadence.
@@ -127,6 +138,7 @@ impl Committer {
             shared,
             permits,
             last_sent: None,
+            unresolved_attempt: false,
         }
     }
 
@@ -318,11 +330,14 @@ impl Committer {
         self.crash_if(FailPoint::AfterCreate)?;
         // The fragile window: from reading the current version to the end of the create.
         let tau = clock.now().saturating_duration_since(t0);
-        self.shared.stats_mut(|s| {
-            s.attempts += 1;
-            s.commit_time += tau;
-        });
-        let outcome = self.resolve(created, proposal, &span).await?;
+        self.shared.stats_mut(|s| s.commit_time += tau);
+        self.unresolved_attempt = true;
+        let outcome = self.resolve(created, proposal, &span).await;
+        // Not counted yet if it did not commit (a conflict, a ghost, an error).
+        if std::mem::take(&mut self.unresolved_attempt) {
+            self.shared.stats_mut(|s| s.attempts += 1);
+        }
+        let outcome = outcome?;
         self.learn(&outcome, tau);
         Ok(outcome)
     }
@@ -582,10 +597,16 @@ impl Committer {
     /// jump to the newest. The boundary is not re-read here: every create is
     /// followed by a fresh boundary check, so a deleted base costs a retry.
     async fn refresh(&mut self) -> Result<(), ProducerError> {
-        if self.follower.poll_cached().await? {
-            let next = self.follower.current().version.saturating_add(1);
-            self.resync(next).await?;
+        // A producer that is a few versions behind catches up with a GET per version
+        // (the last one a 404); one further behind jumps with a listing. Neither reads
+        // the boundary here: it is read after the create.
+        for _ in 0..REFRESH_STEPS {
+            if !self.follower.poll_cached().await? {
+                return Ok(());
+            }
         }
+        let next = self.follower.current().version.saturating_add(1);
+        self.follower.jump_from_cached(next).await?;
         Ok(())
     }
 
@@ -617,7 +638,11 @@ impl Committer {
         let bytes: u64 = done.iter().map(|d| d.object_size).sum();
         self.permits.add_permits(done.len());
         let version = self.follower.current().version;
+        let attempt = own && std::mem::take(&mut self.unresolved_attempt);
         self.shared.stats_mut(|s| {
+            if attempt {
+                s.attempts += 1;
+            }
             if own {
                 s.successes += 1;
             } else {

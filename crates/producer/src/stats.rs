@@ -6,7 +6,9 @@ use std::time::Duration;
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct ProducerStats {
-    /// Commit attempts (conditional creates sent), including the epoch claim.
+    /// Commit attempts (conditional creates sent), including the epoch claim, each counted
+    /// once its outcome is resolved (a commit in the same update as its success), so a
+    /// snapshot never counts the success of an attempt it does not count.
     pub attempts: u64,
     /// Attempts whose batch ended up in the chain (including recovered lost replies).
     pub successes: u64,
