@@ -1,9 +1,7 @@
 //! The manifest's record of one encoded TGB.
 
-#[cfg(test)]
-use batchweave_manifest::tgb_key;
-use batchweave_manifest::{TgbDescriptor, described_tgb_key};
-use batchweave_tgb::EncodedTgb;
+use batchweave_manifest::{TgbDescriptor, described_tgb_key, tgb_key};
+use batchweave_tgb::{EncodedTgb, TgbTail};
 
 /// The descriptor that records `enc`, uploaded as TGB `sequence` of epoch `epoch` of
 /// `producer_id` and covering the producer's source up to `source_offset`.
@@ -39,6 +37,34 @@ pub fn tgb_descriptor(
     };
     d.key = described_tgb_key(&d);
     d
+}
+
+/// The descriptor of a streamed TGB ([`Producer::stream_tgb`](crate::Producer::stream_tgb)),
+/// whose layout was known only once its upload had begun: its key is the plain
+/// [`tgb_key`] (key form 1), which says no layout, so only its own producer commits it
+/// (a cooperative committer publishes from keys of form 2 alone, and stops at the gap).
+pub(crate) fn streamed_tgb_descriptor(
+    tail: &TgbTail,
+    producer_id: &str,
+    epoch: u64,
+    sequence: u64,
+    source_offset: u64,
+) -> TgbDescriptor {
+    TgbDescriptor {
+        key: tgb_key(producer_id, epoch, sequence),
+        object_size: tail.object_size,
+        dp: tail.dp,
+        cp: tail.cp,
+        footer_offset: tail.footer_offset,
+        footer_length: tail.footer_length,
+        footer_crc32: tail.footer_crc32,
+        producer_id: producer_id.to_owned(),
+        epoch,
+        sequence,
+        visible_version: 0,
+        payload_bytes: tail.footer_offset,
+        source_offset,
+    }
 }
 
 #[cfg(test)]

@@ -51,6 +51,7 @@ mod producer;
 mod settings;
 mod shared;
 mod stats;
+mod stream;
 
 pub use batchweave_dac::{CoopParams, PolicyKind};
 pub use descriptor::tgb_descriptor;
@@ -58,3 +59,4 @@ pub use error::ProducerError;
 pub use producer::{AppendReceipt, Producer, ProducerBuilder};
 pub use settings::{FailPoint, FailPoints, ProducerSettings};
 pub use stats::ProducerStats;
+pub use stream::TgbWriter;

@@ -71,19 +71,19 @@ impl ProducerBuilder {
 /// uploaded but uncommitted TGBs are not committed (they become orphans that
 /// GC sweeps), and the next incarnation resumes from the committed offset.
 pub struct Producer {
-    store: StreamStore,
-    me: Identity,
-    settings: ProducerSettings,
-    fail: FailPoints,
-    next_sequence: u64,
+    pub(crate) store: StreamStore,
+    pub(crate) me: Identity,
+    pub(crate) settings: ProducerSettings,
+    pub(crate) fail: FailPoints,
+    pub(crate) next_sequence: u64,
     committed_offset: u64,
     /// The stream's slice grid `(dp, cp)`, once known (from the base at open or the
     /// first append): a TGB of another grid is refused before it is uploaded.
     grid: Option<(u32, u32)>,
     tx: Option<mpsc::UnboundedSender<Msg>>,
     task: Option<JoinHandle<()>>,
-    shared: Arc<Shared>,
-    permits: Arc<Semaphore>,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) permits: Arc<Semaphore>,
 }
 
 impl std::fmt::Debug for Producer {
@@ -213,7 +213,7 @@ impl Producer {
         self.shared.stats_mut(|s| s.clone())
     }
 
-    fn check_alive(&self) -> Result<(), ProducerError> {
+    pub(crate) fn check_alive(&self) -> Result<(), ProducerError> {
         match self.shared.fatal() {
             Some(e) => Err(ProducerError::Stopped(e)),
             None => Ok(()),
@@ -242,26 +242,8 @@ impl Producer {
         source_offset: u64,
     ) -> Result<AppendReceipt, ProducerError> {
         self.check_alive()?;
-        let grid = (enc.dp, enc.cp);
-        match self.grid {
-            Some(stream) if stream != grid => {
-                return Err(ProducerError::Invalid(format!(
-                    "the stream's grid is DP={} x CP={}, this TGB's is DP={} x CP={}: every TGB \
-                     of a stream has one grid (fixed by its first commit); fix the producer's \
-                     dp/cp or write to another stream",
-                    stream.0, stream.1, grid.0, grid.1
-                )));
-            }
-            Some(_) => {}
-            None => self.grid = Some(grid),
-        }
-        let permit = self.permits.acquire().await.map_err(|_| {
-            self.shared.fatal().map_or(
-                ProducerError::Invalid("producer closed".into()),
-                ProducerError::Stopped,
-            )
-        })?;
-        permit.forget();
+        self.check_grid((enc.dp, enc.cp))?;
+        self.take_permit().await?;
         // Single-worker mode: no upload while a commit attempt is in flight.
         let _worker = if self.settings.single_worker {
             Some(self.shared.worker.clone().lock_owned().await)
@@ -272,14 +254,19 @@ impl Producer {
         let desc = tgb_descriptor(&enc, &self.me.id, self.me.epoch, sequence, source_offset);
         let key = desc.key.clone();
         let upload_start = self.store.clock().unix_millis();
-        if enc.object_size >= self.settings.multipart_threshold {
+        let put = if enc.object_size >= self.settings.multipart_threshold {
             self.store
                 .put_multipart(&key, enc.parts.clone(), self.settings.multipart_part_size)
-                .await?;
+                .await
         } else {
             self.store
                 .put_payload(&key, enc.parts.iter().cloned().collect())
-                .await?;
+                .await
+        };
+        if let Err(e) = put {
+            // Nothing was appended: the permit is not the commit loop's to return.
+            self.permits.add_permits(1);
+            return Err(e.into());
         }
         if self.fail.fires(FailPoint::AfterTgbPut) {
             let e = self
@@ -300,7 +287,38 @@ impl Producer {
         })
     }
 
-    fn send(&self, m: Msg) -> Result<(), ProducerError> {
+    /// Refuses a TGB whose grid is not the stream's (fixing the stream's grid at the
+    /// first TGB of a stream that has none yet).
+    pub(crate) fn check_grid(&mut self, grid: (u32, u32)) -> Result<(), ProducerError> {
+        match self.grid {
+            Some(stream) if stream != grid => Err(ProducerError::Invalid(format!(
+                "the stream's grid is DP={} x CP={}, this TGB's is DP={} x CP={}: every TGB \
+                 of a stream has one grid (fixed by its first commit); fix the producer's \
+                 dp/cp or write to another stream",
+                stream.0, stream.1, grid.0, grid.1
+            ))),
+            Some(_) => Ok(()),
+            None => {
+                self.grid = Some(grid);
+                Ok(())
+            }
+        }
+    }
+
+    /// Takes one of the `max_buffered` permits (waiting while that many TGBs are
+    /// uploaded but not committed); the commit loop returns it once the TGB commits.
+    pub(crate) async fn take_permit(&self) -> Result<(), ProducerError> {
+        let permit = self.permits.acquire().await.map_err(|_| {
+            self.shared.fatal().map_or(
+                ProducerError::Invalid("producer closed".into()),
+                ProducerError::Stopped,
+            )
+        })?;
+        permit.forget();
+        Ok(())
+    }
+
+    pub(crate) fn send(&self, m: Msg) -> Result<(), ProducerError> {
         let tx = self
             .tx
             .as_ref()

@@ -23,6 +23,10 @@ pub struct ProducerSettings {
     pub multipart_threshold: u64,
     /// Part size of multipart uploads (at least 5 MiB, S3's minimum).
     pub multipart_part_size: usize,
+    /// Parts of a streamed TGB ([`Producer::stream_tgb`](crate::Producer::stream_tgb))
+    /// uploading at once (>= 1): a streamed TGB holds at most
+    /// `(stream_parts_in_flight + 1) * multipart_part_size` bytes of its own.
+    pub stream_parts_in_flight: usize,
     /// Bounds applied to every manifest read from the store.
     pub limits: DecodeLimits,
     /// A TGB uploaded longer ago than this is never committed: the producer
@@ -53,6 +57,7 @@ impl Default for ProducerSettings {
             lag_poll: Duration::from_millis(100),
             multipart_threshold: 64 * 1024 * 1024,
             multipart_part_size: 16 * 1024 * 1024,
+            stream_parts_in_flight: 4,
             limits: DecodeLimits::default(),
             max_commit_age: Duration::from_secs(30 * 60),
             seed: None,
@@ -66,6 +71,9 @@ impl ProducerSettings {
     pub fn validate(&self) -> Result<(), String> {
         if self.max_buffered == 0 {
             return Err("max_buffered must be at least 1".into());
+        }
+        if self.stream_parts_in_flight == 0 {
+            return Err("stream_parts_in_flight must be at least 1".into());
         }
         if self.max_lag == Some(0) {
             return Err("max_lag must be at least 1 (or None for unbounded)".into());

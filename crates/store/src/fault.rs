@@ -45,6 +45,9 @@ pub enum FaultOp {
     List,
     /// DELETE.
     Delete,
+    /// One part of a multipart upload, and the upload's completion (the upload's
+    /// start is a [`FaultOp::Put`]).
+    Part,
 }
 
 /// One fault rule. Probabilities are per matching request, in `[0, 1]`.
@@ -110,6 +113,12 @@ struct Counts {
 /// A wrapper store that injects faults according to [`FaultRule`]s.
 pub struct FaultStore {
     inner: Arc<dyn ObjectStore>,
+    inj: Arc<Injector>,
+}
+
+/// The rules, the seeded RNG and the counts, shared with the multipart uploads a
+/// [`FaultStore`] hands out (their parts draw faults too).
+struct Injector {
     rules: Vec<FaultRule>,
     rng: Mutex<StdRng>,
     clock: Arc<dyn Clock>,
@@ -120,7 +129,7 @@ pub struct FaultStore {
 impl fmt::Debug for FaultStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FaultStore")
-            .field("rules", &self.rules)
+            .field("rules", &self.inj.rules)
             .finish()
     }
 }
@@ -157,28 +166,44 @@ impl FaultStore {
     ) -> Self {
         Self {
             inner,
-            rules,
-            rng: Mutex::new(StdRng::seed_from_u64(seed)),
-            clock,
-            enabled: AtomicBool::new(true),
-            counts: Counts::default(),
+            inj: Arc::new(Injector {
+                rules,
+                rng: Mutex::new(StdRng::seed_from_u64(seed)),
+                clock,
+                enabled: AtomicBool::new(true),
+                counts: Counts::default(),
+            }),
         }
     }
 
     /// Turns injection on or off at run time (e.g. off for the final check).
     pub fn set_enabled(&self, on: bool) {
-        self.enabled.store(on, Ordering::SeqCst);
+        self.inj.enabled.store(on, Ordering::SeqCst);
     }
 
     /// How many faults were injected so far.
     pub fn stats(&self) -> FaultStats {
         FaultStats {
-            before: self.counts.before.load(Ordering::Relaxed),
-            after: self.counts.after.load(Ordering::Relaxed),
-            stale: self.counts.stale.load(Ordering::Relaxed),
+            before: self.inj.counts.before.load(Ordering::Relaxed),
+            after: self.inj.counts.after.load(Ordering::Relaxed),
+            stale: self.inj.counts.stale.load(Ordering::Relaxed),
         }
     }
 
+    fn plan(&self, op: FaultOp, path: &Path) -> Plan {
+        self.inj.plan(op, path)
+    }
+
+    async fn enter(&self, op: FaultOp, path: &Path) -> Result<Plan> {
+        self.inj.enter(op, path).await
+    }
+
+    fn leave<T>(&self, p: Plan, r: Result<T>) -> Result<T> {
+        self.inj.leave(p, r)
+    }
+}
+
+impl Injector {
     /// Draws the faults for one request. Listings match rules against their
     /// prefix with a trailing `/`, so `manifests/` matches a listing of `manifests`.
     fn plan(&self, op: FaultOp, path: &Path) -> Plan {
@@ -226,6 +251,47 @@ impl FaultStore {
     }
 }
 
+/// A multipart upload of a [`FaultStore`]: its parts and its completion are requests
+/// of [`FaultOp::Part`].
+struct FaultUpload {
+    inner: Box<dyn MultipartUpload>,
+    path: Path,
+    inj: Arc<Injector>,
+}
+
+impl fmt::Debug for FaultUpload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FaultUpload")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+#[async_trait]
+impl MultipartUpload for FaultUpload {
+    fn put_part(&mut self, data: PutPayload) -> object_store::UploadPart {
+        // The part is sent now (its future owns the request); the plan decides whether
+        // it fails before reaching the backend or after taking effect.
+        let part = self.inner.put_part(data);
+        let (inj, path) = (self.inj.clone(), self.path.clone());
+        Box::pin(async move {
+            let p = inj.enter(FaultOp::Part, &path).await?;
+            let r = part.await;
+            inj.leave(p, r)
+        })
+    }
+
+    async fn complete(&mut self) -> Result<PutResult> {
+        let p = self.inj.enter(FaultOp::Part, &self.path).await?;
+        let r = self.inner.complete().await;
+        self.inj.leave(p, r)
+    }
+
+    async fn abort(&mut self) -> Result<()> {
+        self.inner.abort().await
+    }
+}
+
 #[async_trait]
 impl ObjectStore for FaultStore {
     async fn put_opts(
@@ -251,13 +317,18 @@ impl ObjectStore for FaultStore {
     ) -> Result<Box<dyn MultipartUpload>> {
         let p = self.enter(FaultOp::Put, location).await?;
         let r = self.inner.put_multipart_opts(location, opts).await;
-        self.leave(p, r)
+        let upload = self.leave(p, r)?;
+        Ok(Box::new(FaultUpload {
+            inner: upload,
+            path: location.clone(),
+            inj: self.inj.clone(),
+        }))
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         let p = self.enter(FaultOp::Read, location).await?;
         if p.stale {
-            self.counts.stale.fetch_add(1, Ordering::Relaxed);
+            self.inj.counts.stale.fetch_add(1, Ordering::Relaxed);
             return Err(object_store::Error::NotFound {
                 path: location.to_string(),
                 source: "injected stale read".into(),
@@ -281,12 +352,12 @@ impl ObjectStore for FaultStore {
         // one plan for the batch from its first element's path-independent rules.
         let p = self.plan(FaultOp::Delete, &Path::from(""));
         if p.before {
-            self.counts.before.fetch_add(1, Ordering::Relaxed);
+            self.inj.counts.before.fetch_add(1, Ordering::Relaxed);
             return futures::stream::once(async { Err(injected("error before delete")) }).boxed();
         }
         let s = self.inner.delete_stream(locations);
         if p.after {
-            self.counts.after.fetch_add(1, Ordering::Relaxed);
+            self.inj.counts.after.fetch_add(1, Ordering::Relaxed);
             return s
                 .map(|r| r.and_then(|_| Err(injected("delete reply lost"))))
                 .boxed();
@@ -330,7 +401,7 @@ impl FaultStore {
         let root = Path::from("");
         let p = self.plan(FaultOp::List, prefix.unwrap_or(&root));
         if p.before {
-            self.counts.before.fetch_add(1, Ordering::Relaxed);
+            self.inj.counts.before.fetch_add(1, Ordering::Relaxed);
             return futures::stream::once(async { Err(injected("error before list")) }).boxed();
         }
         let inner = match offset {
@@ -340,10 +411,11 @@ impl FaultStore {
         if !p.stale {
             return inner;
         }
-        self.counts.stale.fetch_add(1, Ordering::Relaxed);
+        self.inj.counts.stale.fetch_add(1, Ordering::Relaxed);
         // A stale listing misses the newest (lexicographically last) entries.
         let drop_n = {
-            self.rng
+            self.inj
+                .rng
                 .lock()
                 .map(|mut r| r.random_range(1..=3usize))
                 .unwrap_or(1)

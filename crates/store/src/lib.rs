@@ -52,7 +52,7 @@ pub use fault::{FaultOp, FaultRule, FaultStats, FaultStore};
 pub use latency::{LatencyModel, LatencyStore, Surcharge};
 pub use object_store;
 pub use open::OpenOptions;
-pub use store::{ObjectInfo, RetryPolicy, StreamStore};
+pub use store::{ObjectInfo, RetryPolicy, StreamStore, StreamingUpload};
 
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;

@@ -306,7 +306,7 @@ impl StreamStore {
         part_size: usize,
     ) -> Result<(), StoreError> {
         let path = self.full_path(key);
-        let part_size = part_size.max(5 * 1024 * 1024);
+        let part_size = part_size.max(MIN_PART_SIZE);
         let total: u64 = parts.iter().map(|b| b.len() as u64).sum();
         let payload: PutPayload = parts.into_iter().collect();
         // Re-chunk into parts of `part_size` (zero-copy slices).
@@ -349,6 +349,36 @@ impl StreamStore {
         .await?;
         self.counters.written(total);
         Ok(())
+    }
+
+    /// Starts a multipart upload of `key` that the caller feeds piece by piece
+    /// ([`StreamingUpload`]), for an object too large to hold in memory. Parts are
+    /// `part_size` bytes (at least 5 MiB, S3's minimum; the last may be smaller) and at
+    /// most `parts_in_flight` (at least 1) upload at once, so the upload holds at most
+    /// `(parts_in_flight + 1) * part_size` bytes. Starting the upload is retried like
+    /// any idempotent request; the parts are not (their bytes are gone once sent), so a
+    /// failed part fails the upload, which is then aborted.
+    pub async fn streaming_upload(
+        &self,
+        key: &str,
+        part_size: usize,
+        parts_in_flight: usize,
+    ) -> Result<StreamingUpload, StoreError> {
+        let path = self.full_path(key);
+        let upload = self
+            .retrying("put_multipart", key, Op::Put, || {
+                self.inner.put_multipart_opts(&path, Default::default())
+            })
+            .await?;
+        let part_size = part_size.max(MIN_PART_SIZE);
+        Ok(StreamingUpload {
+            key: key.to_owned(),
+            writer: object_store::WriteMultipart::new_with_chunk_size(upload, part_size),
+            part_size,
+            parts_in_flight: parts_in_flight.max(1),
+            written: 0,
+            counters: self.counters.clone(),
+        })
     }
 
     /// Conditionally creates `key`: succeeds only if no object exists there.
@@ -593,5 +623,107 @@ impl StreamStore {
             }),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// S3's smallest part of a multipart upload (but the last).
+const MIN_PART_SIZE: usize = 5 * 1024 * 1024;
+
+/// A multipart upload fed piece by piece ([`StreamStore::streaming_upload`]). The object
+/// appears, atomically, only when [`finish`](Self::finish) completes; dropping the
+/// upload unfinished leaves nothing visible (the store's incomplete upload is aborted by
+/// [`abort`](Self::abort), or left to the bucket's lifecycle rule and GC).
+pub struct StreamingUpload {
+    key: String,
+    writer: object_store::WriteMultipart,
+    part_size: usize,
+    parts_in_flight: usize,
+    written: u64,
+    counters: Arc<Counters>,
+}
+
+impl fmt::Debug for StreamingUpload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StreamingUpload")
+            .field("key", &self.key)
+            .field("part_size", &self.part_size)
+            .field("written", &self.written)
+            .finish()
+    }
+}
+
+impl StreamingUpload {
+    /// Appends `data` (not copied: it is sent as parts of the upload). Waits while
+    /// `parts_in_flight` parts are uploading, so memory stays bounded whatever the
+    /// caller writes; an error means a part failed and the upload must be aborted.
+    pub async fn write(&mut self, mut data: Bytes) -> Result<(), StoreError> {
+        while !data.is_empty() {
+            if let Err(e) = self.writer.wait_for_capacity(self.parts_in_flight).await {
+                return Err(unretried("put_part", &self.key, e));
+            }
+            let room = self.part_size - (self.written % self.part_size as u64) as usize;
+            let piece = data.split_to(room.min(data.len()));
+            let len = piece.len();
+            self.writer.put(piece);
+            self.written += len as u64;
+            if len == room {
+                self.counters.request(Op::Part);
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes written so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// The key, relative to the stream prefix.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Uploads what is buffered, waits for every part and completes the upload: the
+    /// object is then visible, whole. On error the upload is aborted.
+    pub async fn finish(self) -> Result<u64, StoreError> {
+        if !self.written.is_multiple_of(self.part_size as u64) {
+            self.counters.request(Op::Part);
+        }
+        let (key, written, counters) = (self.key.clone(), self.written, self.counters.clone());
+        match self.writer.finish().await {
+            Ok(_) => {
+                counters.written(written);
+                Ok(written)
+            }
+            Err(e) => Err(unretried("complete_multipart", &key, e)),
+        }
+    }
+
+    /// Abandons the upload: stops the parts in flight and aborts it at the store.
+    pub async fn abort(self) -> Result<(), StoreError> {
+        let key = self.key.clone();
+        self.writer.abort().await.map_err(|e| StoreError::Rejected {
+            op: "abort_multipart",
+            path: key,
+            source: Box::new(e),
+        })
+    }
+}
+
+/// The error of a request that is not retried here (a part of a streaming upload, its
+/// completion): transient or not, as the store said.
+fn unretried(op: &'static str, key: &str, e: object_store::Error) -> StoreError {
+    match classify(&e) {
+        Class::Transient => StoreError::Unavailable {
+            op,
+            path: key.to_owned(),
+            attempts: 1,
+            source: Box::new(e),
+        },
+        _ => StoreError::Rejected {
+            op,
+            path: key.to_owned(),
+            source: Box::new(e),
+        },
     }
 }

@@ -206,45 +206,198 @@ pub fn encode_tgb(dp: u32, cp: u32, slices: Vec<Bytes>) -> Result<EncodedTgb, Tg
             actual: slices.len() as u64,
         });
     }
-    let footer_length = footer_len(n);
-    let mut tail = BytesMut::with_capacity(footer_length as usize + TRAILER_LEN);
-    tail.put_slice(&FOOTER_MAGIC);
-    tail.put_u16_le(FORMAT_VERSION);
-    tail.put_u16_le(0);
-    tail.put_u32_le(dp);
-    tail.put_u32_le(cp);
-    let mut offset: u64 = 0;
+    let mut enc = TgbStreamEncoder::new(dp, cp)?;
     for s in &slices {
-        let len = s.len() as u64;
-        tail.put_u64_le(offset);
-        tail.put_u64_le(len);
-        tail.put_u32_le(crc32fast::hash(s));
-        offset = offset.checked_add(len).ok_or(TgbError::SizeOverflow)?;
+        enc.write(s)?;
+        enc.end_slice()?;
     }
-    let footer_crc32 = crc32fast::hash(&tail);
-    let footer_length = u32::try_from(footer_length).map_err(|_| TgbError::SizeOverflow)?;
-    let trailer = Trailer {
-        footer_offset: offset,
-        footer_length,
-        footer_crc32,
-        version: FORMAT_VERSION,
-    };
-    tail.put_slice(&trailer.to_bytes());
-    let object_size = offset
-        .checked_add(tail.len() as u64)
-        .ok_or(TgbError::SizeOverflow)?;
+    let tail = enc.finish()?;
     let mut parts = slices;
-    parts.push(tail.freeze());
+    parts.push(tail.bytes);
     Ok(EncodedTgb {
         parts,
         dp,
         cp,
-        object_size,
-        footer_offset: offset,
-        footer_length,
-        footer_crc32,
-        payload_bytes: offset,
+        object_size: tail.object_size,
+        footer_offset: tail.footer_offset,
+        footer_length: tail.footer_length,
+        footer_crc32: tail.footer_crc32,
+        payload_bytes: tail.footer_offset,
     })
+}
+
+/// The end of a streamed TGB object: footer + trailer bytes and where they sit
+/// ([`TgbStreamEncoder::finish`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TgbTail {
+    /// Footer then trailer: the last bytes of the object, to write after the slices.
+    pub bytes: Bytes,
+    /// DP degree.
+    pub dp: u32,
+    /// CP degree.
+    pub cp: u32,
+    /// Total object size in bytes (slices + footer + trailer).
+    pub object_size: u64,
+    /// Offset of the footer (= the payload bytes, the sum of all slice lengths).
+    pub footer_offset: u64,
+    /// Footer length in bytes (without the trailer).
+    pub footer_length: u32,
+    /// CRC32 of the footer bytes.
+    pub footer_crc32: u32,
+}
+
+/// Encodes a TGB whose slices are written piece by piece, for a writer that streams them
+/// to the store instead of holding them (a TGB larger than memory).
+///
+/// Feed the slices in slice-id order: [`write`](Self::write) appends bytes to the current
+/// slice (any number of times, any sizes), [`end_slice`](Self::end_slice) closes it. The
+/// encoder keeps only each closed slice's offset, length and CRC32 (20 bytes per slice);
+/// [`finish`](Self::finish), once all `dp * cp` slices are closed, returns the footer and
+/// trailer to write after them. The bytes written followed by [`TgbTail::bytes`] are
+/// exactly the object [`encode_tgb`] makes of the same slices.
+///
+/// ```
+/// use batchweave_tgb::{TgbStreamEncoder, encode_tgb};
+/// use bytes::Bytes;
+///
+/// let mut enc = TgbStreamEncoder::new(2, 1)?;
+/// enc.write(b"hel")?;
+/// enc.write(b"lo")?;
+/// enc.end_slice()?;
+/// enc.write(b"world")?;
+/// enc.end_slice()?;
+/// let tail = enc.finish()?;
+/// let whole = encode_tgb(2, 1, vec![Bytes::from_static(b"hello"), Bytes::from_static(b"world")])?;
+/// assert_eq!([&b"helloworld"[..], &tail.bytes].concat(), whole.to_bytes());
+/// # Ok::<(), batchweave_tgb::TgbError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct TgbStreamEncoder {
+    dp: u32,
+    cp: u32,
+    slices: u32,
+    closed: u32,
+    /// The footer so far: header, then one entry per closed slice.
+    footer: BytesMut,
+    /// Start offset of the current slice (= payload bytes of the closed ones).
+    slice_start: u64,
+    /// Bytes written so far.
+    written: u64,
+    crc: crc32fast::Hasher,
+}
+
+impl TgbStreamEncoder {
+    /// An encoder for a `dp x cp` TGB. Rejects zero degrees and grids above
+    /// [`MAX_SLICES`].
+    pub fn new(dp: u32, cp: u32) -> Result<Self, TgbError> {
+        let slices = checked_slices(dp, cp)?;
+        let mut footer = BytesMut::with_capacity(footer_len(slices) as usize + TRAILER_LEN);
+        footer.put_slice(&FOOTER_MAGIC);
+        footer.put_u16_le(FORMAT_VERSION);
+        footer.put_u16_le(0);
+        footer.put_u32_le(dp);
+        footer.put_u32_le(cp);
+        Ok(Self {
+            dp,
+            cp,
+            slices,
+            closed: 0,
+            footer,
+            slice_start: 0,
+            written: 0,
+            crc: crc32fast::Hasher::new(),
+        })
+    }
+
+    /// [`TgbError::SliceCountMismatch`] once all slices are closed: more bytes, or
+    /// another slice, would be slice `dp * cp + 1`.
+    fn check_open(&self) -> Result<(), TgbError> {
+        if self.closed >= self.slices {
+            return Err(TgbError::SliceCountMismatch {
+                dp: self.dp,
+                cp: self.cp,
+                expected: u64::from(self.slices),
+                actual: u64::from(self.closed) + 1,
+            });
+        }
+        Ok(())
+    }
+
+    /// Appends `bytes` to the current slice. An error once all slices are closed.
+    pub fn write(&mut self, bytes: &[u8]) -> Result<(), TgbError> {
+        self.check_open()?;
+        self.written = self
+            .written
+            .checked_add(bytes.len() as u64)
+            .ok_or(TgbError::SizeOverflow)?;
+        self.crc.update(bytes);
+        Ok(())
+    }
+
+    /// Closes the current slice (possibly empty). An error once all slices are closed.
+    pub fn end_slice(&mut self) -> Result<(), TgbError> {
+        self.check_open()?;
+        let crc = std::mem::replace(&mut self.crc, crc32fast::Hasher::new()).finalize();
+        self.footer.put_u64_le(self.slice_start);
+        self.footer.put_u64_le(self.written - self.slice_start);
+        self.footer.put_u32_le(crc);
+        self.slice_start = self.written;
+        self.closed += 1;
+        Ok(())
+    }
+
+    /// Slices closed so far.
+    pub fn slices_closed(&self) -> u32 {
+        self.closed
+    }
+
+    /// `dp * cp`: the slices the TGB needs.
+    pub fn slices_needed(&self) -> u32 {
+        self.slices
+    }
+
+    /// Payload bytes written so far (all slices, the current one included).
+    pub fn bytes_written(&self) -> u64 {
+        self.written
+    }
+
+    /// The footer and trailer, once all `dp * cp` slices are closed (else
+    /// [`TgbError::SliceCountMismatch`]; bytes written after the last close are an error
+    /// too, since they belong to no slice).
+    pub fn finish(self) -> Result<TgbTail, TgbError> {
+        if self.closed != self.slices || self.written != self.slice_start {
+            return Err(TgbError::SliceCountMismatch {
+                dp: self.dp,
+                cp: self.cp,
+                expected: u64::from(self.slices),
+                actual: u64::from(self.closed) + u64::from(self.written != self.slice_start),
+            });
+        }
+        let mut tail = self.footer;
+        let footer_crc32 = crc32fast::hash(&tail);
+        let footer_length = u32::try_from(tail.len()).map_err(|_| TgbError::SizeOverflow)?;
+        let trailer = Trailer {
+            footer_offset: self.written,
+            footer_length,
+            footer_crc32,
+            version: FORMAT_VERSION,
+        };
+        tail.put_slice(&trailer.to_bytes());
+        let object_size = self
+            .written
+            .checked_add(tail.len() as u64)
+            .ok_or(TgbError::SizeOverflow)?;
+        Ok(TgbTail {
+            bytes: tail.freeze(),
+            dp: self.dp,
+            cp: self.cp,
+            object_size,
+            footer_offset: self.written,
+            footer_length,
+            footer_crc32,
+        })
+    }
 }
 
 #[cfg(test)]

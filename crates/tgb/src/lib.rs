@@ -53,7 +53,8 @@ pub use error::TgbError;
 pub use footer::{FooterCheck, SliceEntry, SliceIndex, decode_footer, decode_object};
 pub use layout::{
     EncodedTgb, FOOTER_ENTRY_LEN, FOOTER_HEADER_LEN, FOOTER_MAGIC, FORMAT_VERSION, MAX_SLICES,
-    TRAILER_LEN, TRAILER_MAGIC, Trailer, decode_trailer, encode_tgb, footer_len,
+    TRAILER_LEN, TRAILER_MAGIC, TgbStreamEncoder, TgbTail, Trailer, decode_trailer, encode_tgb,
+    footer_len,
 };
 pub use mesh::{MeshConfig, MeshDim, MeshOrder, Position};
 pub use remap::{

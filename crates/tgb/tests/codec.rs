@@ -1,8 +1,8 @@
 //! Encode/decode roundtrips, corruption detection and hostile-bytes behaviour of the layout.
 
 use batchweave_tgb::{
-    FOOTER_HEADER_LEN, FOOTER_MAGIC, FooterCheck, TRAILER_LEN, TgbError, decode_footer,
-    decode_object, decode_trailer, encode_tgb, footer_len,
+    FOOTER_HEADER_LEN, FOOTER_MAGIC, FooterCheck, TRAILER_LEN, TgbError, TgbStreamEncoder,
+    decode_footer, decode_object, decode_trailer, encode_tgb, footer_len,
 };
 use bytes::Bytes;
 use proptest::collection::vec;
@@ -295,4 +295,88 @@ fn manifest_disagreeing_with_object_is_rejected() {
         index.verify(2, b""),
         Err(TgbError::NoSuchSlice { .. })
     ));
+}
+
+/// A slice's bytes cut at the given points (each taken modulo the length).
+fn chunks(s: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
+    let mut at: Vec<usize> = cuts.iter().map(|c| c % (s.len() + 1)).collect();
+    at.push(0);
+    at.push(s.len());
+    at.sort_unstable();
+    at.windows(2).map(|w| s[w[0]..w[1]].to_vec()).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Streaming the slices in arbitrary pieces (empty ones included) gives exactly the
+    /// object `encode_tgb` makes of them, which the golden test pins to the spec.
+    #[test]
+    fn streamed_object_equals_the_encoded_one(
+        (d, c, slices) in grid_and_slices(),
+        cuts in vec(any::<usize>(), 0..6),
+    ) {
+        let (enc, obj) = encode(d, c, &slices);
+        let mut s = TgbStreamEncoder::new(d, c).unwrap();
+        let mut streamed = Vec::new();
+        for slice in &slices {
+            for piece in chunks(slice, &cuts) {
+                s.write(&piece).unwrap();
+                streamed.extend_from_slice(&piece);
+            }
+            s.end_slice().unwrap();
+        }
+        prop_assert_eq!(s.bytes_written(), enc.payload_bytes);
+        let tail = s.finish().unwrap();
+        streamed.extend_from_slice(&tail.bytes);
+        prop_assert_eq!(&streamed[..], &obj[..]);
+        prop_assert_eq!(
+            (tail.object_size, tail.footer_offset, tail.footer_length, tail.footer_crc32),
+            (enc.object_size, enc.footer_offset, enc.footer_length, enc.footer_crc32)
+        );
+        prop_assert!(decode_object(&Bytes::from(streamed)).is_ok());
+    }
+}
+
+#[test]
+fn the_stream_encoder_refuses_a_wrong_slice_count() {
+    assert!(matches!(
+        TgbStreamEncoder::new(0, 2),
+        Err(TgbError::InvalidGrid { .. })
+    ));
+    // Finishing early.
+    let mut s = TgbStreamEncoder::new(2, 1).unwrap();
+    s.write(b"a").unwrap();
+    s.end_slice().unwrap();
+    assert_eq!((s.slices_closed(), s.slices_needed()), (1, 2));
+    assert!(matches!(
+        s.clone().finish(),
+        Err(TgbError::SliceCountMismatch {
+            expected: 2,
+            actual: 1,
+            ..
+        })
+    ));
+    // Bytes left in an unclosed last slice belong to no slice.
+    s.write(b"b").unwrap();
+    assert!(matches!(
+        s.clone().finish(),
+        Err(TgbError::SliceCountMismatch { .. })
+    ));
+    s.end_slice().unwrap();
+    // A write or a slice beyond D * C.
+    assert!(matches!(
+        s.clone().write(b"c"),
+        Err(TgbError::SliceCountMismatch {
+            expected: 2,
+            actual: 3,
+            ..
+        })
+    ));
+    assert!(matches!(
+        s.clone().end_slice(),
+        Err(TgbError::SliceCountMismatch { .. })
+    ));
+    let tail = s.finish().unwrap();
+    assert_eq!(tail.footer_offset, 2);
 }
