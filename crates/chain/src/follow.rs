@@ -54,6 +54,9 @@ pub struct Follower {
     chain: Chain,
     current: Arc<Manifest>,
     boundary: GcBoundary,
+    /// When the boundary was last read (wall-clock milliseconds, which keep running
+    /// across a host suspend), if ever.
+    boundary_read_ms: Option<u64>,
     planted: PlantedReaderBugs,
 }
 
@@ -64,6 +67,7 @@ impl Follower {
             chain,
             current: Arc::new(Manifest::genesis()),
             boundary: GcBoundary::default(),
+            boundary_read_ms: None,
             planted: PlantedReaderBugs::default(),
         }
     }
@@ -95,6 +99,15 @@ impl Follower {
         self.boundary
     }
 
+    /// How long ago the boundary was last read (by wall-clock time), `None` if never.
+    /// A stale boundary is safe (it only moves forward, so it trims and reclaims less
+    /// than it could); a writer that trims by it re-reads it when it is old.
+    pub fn boundary_age(&self) -> Option<std::time::Duration> {
+        let now = self.chain.store().clock().unix_millis();
+        self.boundary_read_ms
+            .map(|t| std::time::Duration::from_millis(now.saturating_sub(t)))
+    }
+
     /// Re-reads the boundary (it only moves forward).
     pub async fn refresh_boundary(&mut self) -> Result<GcBoundary, ChainError> {
         let b = self.chain.boundary().await?;
@@ -103,6 +116,7 @@ impl Follower {
     }
 
     fn note(&mut self, b: GcBoundary) {
+        self.boundary_read_ms = Some(self.chain.store().clock().unix_millis());
         if self.planted.skip_boundary {
             return;
         }

@@ -77,6 +77,16 @@ pub(crate) struct Committer {
 /// cheaper or no dearer.
 const REFRESH_STEPS: usize = 3;
 
+/// How old the boundary may be when an attempt starts; an older one is re-read first,
+/// outside the fragile window. A candidate drops the descriptors below the boundary's
+/// low-water step as this producer last read it, and the boundary is otherwise read
+/// only after a create: under DAC that read is a whole commit gap old at the next
+/// attempt (minutes at 128 producers), so every version kept about a gap's worth of
+/// TGBs that GC had already released (up to about 100k descriptors per version at 128
+/// producers in `bench visibility --sim` with a trimmer every second, about 8k with
+/// this). Costs at most one GET per second per producer.
+const BOUNDARY_MAX_AGE: Duration = Duration::from_secs(1);
+
 /// An entry whose `last_commit_ms` is older than this, against the base's
 /// `committed_at_ms`, is not counted as an active producer by a cooperative cadence.
 const ACTIVE_WINDOW_MS: u64 = 60_000;
@@ -311,6 +321,13 @@ impl Committer {
     /// means, and tell the policy.
     async fn attempt(&mut self, want: usize) -> Result<Attempt, ProducerError> {
         let clock = self.store.clock().clone();
+        if self
+            .follower
+            .boundary_age()
+            .is_none_or(|age| age > BOUNDARY_MAX_AGE)
+        {
+            self.follower.refresh_boundary().await?;
+        }
         let t0 = clock.now();
         let proposal = match self.prepare(want).await? {
             Prepared::Send(p) => p,

@@ -581,3 +581,52 @@ async fn snapshots_never_show_more_successes_than_attempts() {
         st.attempts - st.conflicts - st.ambiguous + st.lost_replies_recovered
     );
 }
+
+/// A commit drops the descriptors the boundary released since this producer last read
+/// it, even with no conflict in between (the boundary is otherwise read only after a
+/// create, a whole commit gap before the next attempt): a boundary older than a second
+/// is re-read before the attempt.
+#[tokio::test(start_paused = true)]
+async fn commits_trim_by_a_fresh_boundary() {
+    // Virtual wall-clock time too: the boundary's age is judged by it.
+    let store = StreamStore::in_memory().with_clock(Arc::new(
+        batchweave_store::TokioClock::with_base(1_700_000_000_000),
+    ));
+    let mut p = Producer::builder(store.clone(), "trim")
+        .settings(settings("naive"))
+        .open()
+        .await
+        .unwrap();
+    for off in 1..=4 {
+        p.append(1, 1, slices("t", off, 1), off).await.unwrap();
+    }
+    p.flush().await.unwrap();
+    // GC releases the four committed TGBs after that commit's boundary read.
+    let b = GcBoundary {
+        min_live_version: 0,
+        low_water_step: 4,
+        updated_at_ms: 0,
+    };
+    store
+        .put(GC_BOUNDARY_KEY, encode_gc_boundary(&b))
+        .await
+        .unwrap();
+    store.clock().sleep(Duration::from_secs(2)).await;
+    p.append(1, 1, slices("t", 5, 1), 5).await.unwrap();
+    p.flush().await.unwrap();
+    let newest = batchweave_manifest::decode_manifest(
+        &store
+            .get(&manifest_key(store_newest(&store).await), 1 << 20)
+            .await
+            .unwrap(),
+        &Default::default(),
+    )
+    .unwrap();
+    assert_eq!(newest.total_tgbs, 5);
+    assert_eq!(
+        (newest.first_step, newest.tgbs.len()),
+        (4, 1),
+        "the commit after GC released steps 0..4 retains only step 4"
+    );
+    p.close().await.unwrap();
+}

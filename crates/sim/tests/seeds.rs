@@ -384,7 +384,7 @@ fn planted_publish_gap_is_caught() {
 /// (f) A cooperative committer that publishes a fenced incarnation's leftover (or a
 /// zombie's upload): at seed 8 the version is created (its earlier retained TGBs are of
 /// the old epoch too, so it is valid on its own) and the ground truth refuses it at once
-/// (`fenced-published`); at seed 11 the committer's own validation refuses it first
+/// (`fenced-published`); at seed 67 the committer's own validation refuses it first
 /// (`candidate-invalid`, `epoch-order`: the producer's retained TGB before it has the
 /// newer epoch).
 #[test]
@@ -398,7 +398,7 @@ fn planted_publish_stale_epoch_is_caught() {
         plant: Some(PlantedBug::PublishStaleEpoch),
         ..SimConfig::default()
     };
-    let f = run(11, &cfg).expect_err("seed 11 builds a candidate with a fenced epoch");
+    let f = run(67, &cfg).expect_err("seed 67 builds a candidate with a fenced epoch");
     assert_eq!(f.invariant(), Some("candidate-invalid"), "{f}");
     assert!(f.to_string().contains("epoch-order"), "{f}");
 }
