@@ -222,6 +222,7 @@ mod tests {
         success: false,
         fragile_window: Duration::from_millis(50),
         producers: 8,
+        slot: None,
     };
     const SUCCESS: AttemptOutcome = AttemptOutcome {
         success: true,

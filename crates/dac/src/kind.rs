@@ -164,6 +164,7 @@ mod tests {
             success: true,
             fragile_window: std::time::Duration::from_millis(100),
             producers: 1,
+            slot: None,
         };
         policy.on_attempt(&outcome, 0.0); // the first gap is a random phase
         policy.on_attempt(&outcome, 0.0);

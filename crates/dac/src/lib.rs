@@ -107,6 +107,7 @@
 //!         success: ms != 40,
 //!         fragile_window: Duration::from_millis(ms),
 //!         producers: 16,
+//!         slot: None,
 //!     };
 //!     policy.on_attempt(&outcome, u);
 //!     println!("{}: tau_hat {:?}, gap {:?}", policy.name(), policy.tau_estimate(), policy.gap());
@@ -137,4 +138,4 @@ pub use model::{
     optimal_gap, p_conflict, t_conf, t_cost,
 };
 pub use params::{DEFAULT_ALPHA, DEFAULT_DELTA, DEFAULT_EPSILON, DEFAULT_RHO, DacParams, Ema};
-pub use policy::{AttemptOutcome, CommitPolicy, Dac, Decision};
+pub use policy::{AttemptOutcome, CommitPolicy, Dac, Decision, Slot};

@@ -29,6 +29,21 @@ pub struct AttemptOutcome {
     /// Producers in the per-producer state map of the manifest seen after the attempt (the
     /// committed one on success, the rebase base on conflict), including this producer.
     pub producers: usize,
+    /// This producer's place in a cooperative schedule, when the caller knows it; the
+    /// policies that do not schedule by it ([`CommitPolicy::cooperative`] `false`) ignore it.
+    pub slot: Option<Slot>,
+}
+
+/// A producer's place in the stream's cooperative schedule ([`Coop`](crate::Coop)): its
+/// index among the active producers of the manifest seen after the attempt (sorted by id, so
+/// every producer that read the same version computes the same indices), and the wall-clock
+/// time the attempt ended, which places rounds on one time line for all producers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot {
+    /// Index among the `producers` active producers, `< producers`.
+    pub index: usize,
+    /// Wall-clock Unix milliseconds at the end of the attempt (the store's clock).
+    pub now_ms: u64,
 }
 
 /// Decides when a producer attempts a manifest commit.
@@ -190,6 +205,7 @@ mod tests {
             success,
             fragile_window: Duration::from_millis(tau_ms),
             producers,
+            slot: None,
         }
     }
 

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use batchweave_chain::Follower;
-use batchweave_dac::{AttemptOutcome, CommitPolicy, Decision};
+use batchweave_dac::{AttemptOutcome, CommitPolicy, Decision, Slot};
 use batchweave_manifest::{
     CommitStatus, Manifest, Pending, TGB_DIR, TgbDescriptor, commit_status, descriptor_from_key,
     manifest_key, parse_described_tgb_key, rebase_cooperative, tgb_key_after, try_encode_manifest,
@@ -544,16 +544,19 @@ impl Committer {
     /// Tells the commit policy how an attempt with fragile window `tau` went (a
     /// cooperative cadence counts the active producers, [`active_producers`]).
     fn learn(&mut self, outcome: &Attempt, tau: Duration) {
-        let producers = if self.policy.cooperative() {
-            active_producers(self.follower.current())
+        let (producers, slot) = if self.policy.cooperative() {
+            let (count, index) = active_producers(self.follower.current(), &self.me.id);
+            let now_ms = self.store.clock().unix_millis();
+            (count, index.map(|index| Slot { index, now_ms }))
         } else {
-            self.follower.current().producers.len()
+            (self.follower.current().producers.len(), None)
         };
         self.policy.on_attempt(
             &AttemptOutcome {
                 success: matches!(outcome, Attempt::Committed),
                 fragile_window: tau,
                 producers,
+                slot,
             },
             self.rng.random::<f64>(),
         );
@@ -783,14 +786,24 @@ impl Committer {
 /// Producers whose entries advanced within [`ACTIVE_WINDOW_MS`] of `m`'s commit time (at
 /// least 1): the ones a cooperative cadence shares the stream's attempt rate with. Under
 /// cooperative commits an uploading producer's entry advances about every round, by
-/// whoever publishes it; ids that stopped long ago do not slow the others down.
-fn active_producers(m: &Manifest) -> usize {
+/// whoever publishes it; ids that stopped long ago do not slow the others down. With the
+/// count, `me`'s index among them in id order (`None` if it is not one of them): its turn
+/// in the cooperative schedule, the same for every producer that read `m`.
+fn active_producers(m: &Manifest, me: &str) -> (usize, Option<usize>) {
     let since = m.committed_at_ms.saturating_sub(ACTIVE_WINDOW_MS);
-    m.producers
-        .values()
-        .filter(|e| e.last_commit_ms >= since)
-        .count()
-        .max(1)
+    let mut count = 0;
+    let mut index = None;
+    for (id, _) in m
+        .producers
+        .iter()
+        .filter(|(_, e)| e.last_commit_ms >= since)
+    {
+        if id.as_str() == me {
+            index = Some(count);
+        }
+        count += 1;
+    }
+    (count.max(1), index)
 }
 
 /// The listing behind a cooperative attempt's offers, on `base` for producer `me`,
