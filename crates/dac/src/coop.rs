@@ -119,8 +119,8 @@ impl Coop {
         secs_to_duration(r).min(MAX_COOP_GAP)
     }
 
-    /// The round the schedule uses: `interval` doubled until it is at least [`round`]
-    /// (`Self::round`). Producers' estimates of `tau` differ a little; rounded up to a
+    /// The round the schedule uses: `interval` doubled until it is at least
+    /// [`round`](Self::round). Producers' estimates of `tau` differ a little; rounded up to a
     /// power of two of `interval`, they agree on the round's length (at the default
     /// `interval` of 1 s and a `tau` below 250 ms, exactly 1 s), so their rounds line up.
     pub fn scheduled_round(&self) -> Duration {
