@@ -102,13 +102,14 @@ pub(crate) async fn run(a: LoadArgs) -> Result<()> {
         r.rank_steps
     );
     println!(
-        "  commits {successes} of {attempts} attempts ({:.1} %), TGBs published for other producers {}, conflicts {}, ambiguous {}, lost replies recovered {}, ghost commits prevented {}",
+        "  commits {successes} of {attempts} attempts ({:.1} %), TGBs published for other producers {}, conflicts {}, ambiguous {}, lost replies recovered {}, ghost commits prevented {}, full-buffer reads {}",
         100.0 * successes as f64 / attempts.max(1) as f64,
         r.sum(|s| s.tgbs_published_for_others),
         r.sum(|s| s.conflicts),
         r.sum(|s| s.ambiguous),
         r.sum(|s| s.lost_replies_recovered),
-        r.sum(|s| s.ghost_commits_prevented)
+        r.sum(|s| s.ghost_commits_prevented),
+        r.sum(|s| s.full_buffer_reads)
     );
     if let (Some(first), Some(last)) = (r.opened.first(), r.opened.last()) {
         println!(

@@ -212,6 +212,10 @@ impl CommitPolicy for Coop {
     fn cooperative(&self) -> bool {
         true
     }
+
+    fn round(&self) -> Option<Duration> {
+        Some(self.scheduled_round())
+    }
 }
 
 #[cfg(test)]

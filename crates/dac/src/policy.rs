@@ -86,6 +86,15 @@ pub trait CommitPolicy: Send + Debug {
     fn cooperative(&self) -> bool {
         false
     }
+
+    /// A cooperative policy's stream-wide round: about how long an upload waits until some
+    /// producer's attempt publishes it. A producer whose buffer is full (its appenders wait
+    /// for room) reads the chain for up to two rounds, to find its uploads published by
+    /// others, before it attempts out of turn. `None` (the default) for policies whose
+    /// commits publish only their own producer's TGBs: those attempt at once.
+    fn round(&self) -> Option<Duration> {
+        None
+    }
 }
 
 /// Decision shared by the gap-based policies (DAC, AIMD): commit once `gap` has elapsed since

@@ -688,6 +688,8 @@ impl Committer {
         // Single-worker mode: the worker, held from the first attempt of a
         // run of attempts until the policy wants to wait.
         let mut worker: Option<tokio::sync::OwnedMutexGuard<()>> = None;
+        // Since when a full buffer has waited for others to publish it (cooperative).
+        let mut full_since = None;
         loop {
             while let Ok(m) = rx.try_recv() {
                 self.take(m, &mut flushers);
@@ -702,16 +704,32 @@ impl Committer {
             }
             let decision = if self.pending.is_empty() {
                 Decision::NeedMoreData
-            } else if !flushers.is_empty() || self.pending.len() >= self.settings.max_buffered {
-                // A flush, or a full buffer (appenders are waiting for room):
-                // commit now whatever the policy's batch size.
+            } else if !flushers.is_empty() {
+                // A flush: commit now whatever the policy's batch size.
                 Decision::CommitNow
             } else {
-                self.policy.decide(
+                let by_policy = self.policy.decide(
                     clock.now().saturating_duration_since(t_last),
                     self.pending.len(),
-                )
+                );
+                if self.pending.len() < self.settings.max_buffered
+                    || matches!(by_policy, Decision::CommitNow)
+                {
+                    by_policy
+                } else {
+                    // A full buffer: appenders are waiting for room.
+                    match self.when_full(&mut full_since).await {
+                        Some(d) => d,
+                        // Others published some of it: there is room again.
+                        None => continue,
+                    }
+                }
             };
+            if matches!(decision, Decision::CommitNow)
+                || self.pending.len() < self.settings.max_buffered
+            {
+                full_since = None;
+            }
             if !matches!(decision, Decision::CommitNow) {
                 worker = None;
             } else if self.settings.single_worker && worker.is_none() {
@@ -773,6 +791,53 @@ impl Committer {
                 None => open = false,
             }
         }
+    }
+
+    /// What a full buffer does. A policy that publishes only its own producer's TGBs
+    /// commits at once (whatever its gap: the appenders wait). Under a cooperative one,
+    /// some other producer's turn is likely to publish the buffer within a round, and an
+    /// attempt out of turn would mostly conflict with it: so for up to two rounds
+    /// (`full_since` on) the producer reads the chain every quarter round, as an attempt
+    /// does before it prepares (the boundary when it is old, then the next versions), and
+    /// releases what others published (`None`: there is room again); only then does it
+    /// attempt itself. A read error ends the wait: the attempt reports it as it would.
+    async fn when_full(
+        &mut self,
+        full_since: &mut Option<tokio::time::Instant>,
+    ) -> Option<Decision> {
+        let Some(round) = self.policy.round().filter(|_| self.policy.cooperative()) else {
+            return Some(Decision::CommitNow);
+        };
+        let now = self.store.clock().now();
+        let since = *full_since.get_or_insert(now);
+        if now.saturating_duration_since(since) >= round.saturating_mul(2) {
+            return Some(Decision::CommitNow);
+        }
+        self.shared.stats_mut(|s| s.full_buffer_reads += 1);
+        if let Err(e) = self.catch_up().await {
+            tracing::debug!(producer = %self.me.id, error = %e, "catch-up read failed");
+            return Some(Decision::CommitNow);
+        }
+        if self.pending.len() < self.settings.max_buffered {
+            *full_since = None;
+            return None;
+        }
+        Some(Decision::WaitFor((round / 4).max(Duration::from_millis(1))))
+    }
+
+    /// Reads what others committed since our base (as [`Self::attempt`] does before it
+    /// prepares) and releases the pending TGBs the chain now records as ours.
+    async fn catch_up(&mut self) -> Result<(), ProducerError> {
+        if self
+            .follower
+            .boundary_age()
+            .is_none_or(|age| age > BOUNDARY_MAX_AGE)
+        {
+            self.follower.refresh_boundary().await?;
+        }
+        self.refresh().await?;
+        self.absorb_committed();
+        Ok(())
     }
 
     fn take(&mut self, m: Msg, flushers: &mut Vec<oneshot::Sender<Result<(), ProducerError>>>) {

@@ -34,6 +34,9 @@ pub struct ProducerStats {
     pub tgbs_published_for_others: u64,
     /// Times a ready commit waited because of `max_lag`.
     pub lag_waits: u64,
+    /// Reads of the chain by a full buffer waiting for other producers to publish it
+    /// (cooperative policies), instead of an attempt out of turn.
+    pub full_buffer_reads: u64,
     /// Current commit gap chosen by the policy.
     pub gap: Duration,
     /// The policy's estimate of the fragile window (DAC only).

@@ -352,3 +352,104 @@ async fn a_batch_published_by_the_version_we_raced_for_is_not_a_lost_reply() {
         vec![1, 2, 3]
     );
 }
+
+/// A store on a paused clock with 40 ms a request, where 8 producers have claimed: with
+/// `a`, 9 active producers, and DAC's gap (about 155 fragile windows of 80-120 ms) is
+/// longer than the schedule's 9 rounds of 1 s, so `a` keeps to its turns.
+async fn slow_store_with_eight_claims() -> StreamStore {
+    use batchweave_store::{Clock, LatencyModel, LatencyStore, TokioClock};
+    let clock: Arc<dyn Clock> = Arc::new(TokioClock::with_base(1_700_000_000_000));
+    let model = LatencyModel {
+        first_byte: Duration::from_millis(40),
+        bandwidth: 0.0,
+        jitter: Duration::ZERO,
+        put_rate: 0.0,
+        get_rate: 0.0,
+    };
+    let mem = Arc::new(batchweave_store::object_store::memory::InMemory::new());
+    let lat = LatencyStore::new(mem, model, 3, clock.clone());
+    let store = StreamStore::from_object_store(Arc::new(lat), "", "sim://").with_clock(clock);
+    for i in 0..8 {
+        let p = Producer::builder(store.clone(), format!("p{i}"))
+            .settings(coop())
+            .open()
+            .await
+            .unwrap();
+        p.close().await.unwrap();
+    }
+    store
+}
+
+/// Opens `a` with a buffer of 2 on `store` and fills it.
+async fn open_full(store: &StreamStore) -> Producer {
+    let small = ProducerSettings {
+        max_buffered: 2,
+        ..coop()
+    };
+    let mut a = Producer::builder(store.clone(), "a")
+        .settings(small)
+        .open()
+        .await
+        .unwrap();
+    for off in 1..=2 {
+        a.append(2, 1, slices("a", off, 2), off).await.unwrap();
+    }
+    // Both uploads finish (an append returns once its upload is under way).
+    store.clock().sleep(Duration::from_millis(100)).await;
+    a
+}
+
+/// A full buffer under `coop` waits for the others' turns instead of attempting out of
+/// turn: its appenders are waiting, and some other producer's commit (here `b`'s epoch
+/// claim) is likely to publish it within a round. The producer reads the chain every
+/// quarter round, finds its TGBs published, and releases them without a create of its
+/// own. (Attempting at once, as a full buffer did before, commits them itself: 2
+/// attempts, none published by others. On a loopback SeaweedFS server with 32
+/// producers that doubled the conflicts and cost coop a third of DAC's ingestion,
+/// docs/benchmarks.md.)
+#[tokio::test(start_paused = true)]
+async fn a_full_buffer_waits_for_the_others_turns_before_attempting_out_of_turn() {
+    let store = slow_store_with_eight_claims().await;
+    let mut a = open_full(&store).await;
+    let b = commit_one(&store, "b", 1).await;
+    assert_eq!(
+        b.tgbs_published_for_others, 2,
+        "b's claim publishes a's uploads"
+    );
+    store.clock().sleep(Duration::from_secs(1)).await;
+    let st = a.stats();
+    assert_eq!(
+        (st.attempts, st.tgbs_published_by_others, st.tgbs_committed),
+        (1, 2, 2),
+        "a attempted out of turn instead of reading the chain: {st:?}"
+    );
+    assert!(st.full_buffer_reads > 0, "{st:?}");
+    // There is room again: the next append does not wait for a commit.
+    a.append(2, 1, slices("a", 3, 2), 3).await.unwrap();
+    let st = a.close().await.unwrap();
+    assert_eq!(st.tgbs_committed, 3);
+    let newest = check_chain(&store).await;
+    assert_eq!(
+        check_exactly_once(&store, &newest).await["a"],
+        vec![1, 2, 3]
+    );
+}
+
+/// The wait is bounded: when nobody publishes a full buffer within two rounds, the
+/// producer attempts itself.
+#[tokio::test(start_paused = true)]
+async fn a_full_buffer_nobody_publishes_commits_itself_after_two_rounds() {
+    let store = slow_store_with_eight_claims().await;
+    let a = open_full(&store).await;
+    store.clock().sleep(Duration::from_secs(3)).await;
+    let st = a.stats();
+    assert_eq!(
+        (st.attempts, st.tgbs_published_by_others, st.tgbs_committed),
+        (2, 0, 2),
+        "{st:?}"
+    );
+    assert!(st.full_buffer_reads >= 4, "{st:?}");
+    a.close().await.unwrap();
+    let newest = check_chain(&store).await;
+    assert_eq!(check_exactly_once(&store, &newest).await["a"], vec![1, 2]);
+}

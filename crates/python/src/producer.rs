@@ -123,6 +123,7 @@ fn stats_json(s: &ProducerStats) -> Value {
         "tgbs_committed": s.tgbs_committed,
         "bytes_committed": s.bytes_committed,
         "lag_waits": s.lag_waits,
+        "full_buffer_reads": s.full_buffer_reads,
         "gap": s.gap.as_secs_f64(),
         "tau": s.tau.map(|t| t.as_secs_f64()),
         "commit_time": s.commit_time.as_secs_f64(),

@@ -377,7 +377,7 @@ fn planted_publish_gap_is_caught() {
             "reader-rules",
             "reader-refused",
         ],
-        3,
+        7,
     );
 }
 
