@@ -357,18 +357,7 @@ async fn a_batch_published_by_the_version_we_raced_for_is_not_a_lost_reply() {
 /// `a`, 9 active producers, and DAC's gap (about 155 fragile windows of 80-120 ms) is
 /// longer than the schedule's 9 rounds of 1 s, so `a` keeps to its turns.
 async fn slow_store_with_eight_claims() -> StreamStore {
-    use batchweave_store::{Clock, LatencyModel, LatencyStore, TokioClock};
-    let clock: Arc<dyn Clock> = Arc::new(TokioClock::with_base(1_700_000_000_000));
-    let model = LatencyModel {
-        first_byte: Duration::from_millis(40),
-        bandwidth: 0.0,
-        jitter: Duration::ZERO,
-        put_rate: 0.0,
-        get_rate: 0.0,
-    };
-    let mem = Arc::new(batchweave_store::object_store::memory::InMemory::new());
-    let lat = LatencyStore::new(mem, model, 3, clock.clone());
-    let store = StreamStore::from_object_store(Arc::new(lat), "", "sim://").with_clock(clock);
+    let store = common::fixed_latency_store(Duration::from_millis(40), 3);
     for i in 0..8 {
         let p = Producer::builder(store.clone(), format!("p{i}"))
             .settings(coop())

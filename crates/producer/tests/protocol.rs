@@ -478,19 +478,8 @@ async fn expired_uploads_are_not_committed() {
 /// exactly 10 ms of virtual time; returns how long the appends took and the
 /// commit-attempt time spent meanwhile, then closes and checks the chain.
 async fn timed_naive_run(single_worker: bool, n: u64) -> (Duration, Duration) {
-    use batchweave_store::{Clock, LatencyModel, LatencyStore, TokioClock};
-    let clock: Arc<dyn Clock> = Arc::new(TokioClock::with_base(1_700_000_000_000));
-    let model = LatencyModel {
-        first_byte: Duration::from_millis(10),
-        bandwidth: 0.0,
-        jitter: Duration::ZERO,
-        put_rate: 0.0,
-        get_rate: 0.0,
-    };
-    let mem = Arc::new(batchweave_store::object_store::memory::InMemory::new());
-    let lat = LatencyStore::new(mem, model, 7, clock.clone());
-    let store =
-        StreamStore::from_object_store(Arc::new(lat), "", "sim://").with_clock(clock.clone());
+    let store = common::fixed_latency_store(Duration::from_millis(10), 7);
+    let clock = store.clock().clone();
     let mut p = Producer::builder(store.clone(), "solo")
         .settings(ProducerSettings {
             single_worker,

@@ -120,3 +120,22 @@ pub async fn check_exactly_once(store: &StreamStore, m: &Manifest) -> BTreeMap<S
     }
     per
 }
+
+/// A memory store on a paused tokio clock where every request takes exactly `latency` of
+/// virtual time (no bandwidth term, no jitter, no rate limits; `seed` for the model's RNG).
+pub fn fixed_latency_store(latency: std::time::Duration, seed: u64) -> StreamStore {
+    use std::sync::Arc;
+
+    use batchweave_store::{Clock, LatencyModel, LatencyStore, TokioClock};
+    let clock: Arc<dyn Clock> = Arc::new(TokioClock::with_base(1_700_000_000_000));
+    let model = LatencyModel {
+        first_byte: latency,
+        bandwidth: 0.0,
+        jitter: std::time::Duration::ZERO,
+        put_rate: 0.0,
+        get_rate: 0.0,
+    };
+    let mem = Arc::new(batchweave_store::object_store::memory::InMemory::new());
+    let lat = LatencyStore::new(mem, model, seed, clock.clone());
+    StreamStore::from_object_store(Arc::new(lat), "", "sim://").with_clock(clock)
+}
