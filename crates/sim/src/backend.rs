@@ -869,6 +869,13 @@ impl SimBackend {
         st.mtimes.insert(k.to_string(), now);
         if k.starts_with(TGB_DIR) {
             st.tgbs.insert(k.to_string());
+            // Written again after GC deleted it (seed 63 of the cooperative mix: a
+            // suspended host's upload, held in its network, landed after the orphan sweep
+            // had deleted the first copy): the object is back, with the same bytes (one
+            // key is one TGB of one epoch) and a new `last_modified`, so it is young
+            // again and publishable; only a version made while it was gone lists what
+            // was reclaimed.
+            st.deleted_tgbs.remove(k);
             match size {
                 Some(n) => st.sizes.insert(k.to_string(), n),
                 None => st.sizes.remove(k),
@@ -1448,14 +1455,21 @@ mod tests {
     }
 
     #[test]
-    fn a_swept_upload_is_refused_even_if_stored_again() {
+    fn a_swept_upload_is_refused_until_it_is_stored_again() {
         let d = tgb("a", 2, 2, 2, 2);
         let (b, log) = state(2, &[&d]);
         lock(&b.state).deleted_tgbs.insert(d.key.clone(), NOW - 100);
         assert_eq!(
-            verdict(&b, &log, &version("c", 2, d, 1000)),
+            verdict(&b, &log, &version("c", 2, d.clone(), 1000)),
             Some("published-reclaimed")
         );
+        // The producer's upload lands again after the sweep (a request held while its
+        // host was suspended): the object is back, young, and publishable.
+        let (b, log) = state(2, &[&d]);
+        lock(&b.state).deleted_tgbs.insert(d.key.clone(), NOW - 100);
+        b.stamp(&Path::from(d.key.as_str()), None, Some(d.object_size));
+        lock(&b.state).mtimes.insert(d.key.clone(), NOW - 50);
+        assert_eq!(verdict(&b, &log, &version("c", 2, d, 1000)), None);
     }
 
     #[test]
