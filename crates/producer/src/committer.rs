@@ -69,6 +69,12 @@ pub(crate) struct Committer {
     /// same update as the success, if it committed), so that a snapshot taken while an
     /// attempt is in flight never shows more successes than attempts.
     pub(crate) unresolved_attempt: bool,
+    /// The listing behind the last cooperative attempt's offers and when it was taken
+    /// (wall-clock Unix milliseconds), until an attempt commits: a retry after a conflict
+    /// within [`OFFERS_REUSE`] reuses it rather than listing `tgb/` again.
+    pub(crate) offers_listing: Option<(u64, Vec<ObjectInfo>)>,
+    /// The fragile window of the last create sent, for the claim's backoff.
+    pub(crate) last_window: Duration,
 }
 
 /// GETs of the next version a refresh makes before it jumps to the newest with a
@@ -86,6 +92,26 @@ const REFRESH_STEPS: usize = 3;
 /// producers in `bench visibility --sim` with a trimmer every second, about 8k with
 /// this). Costs at most one GET per second per producer.
 const BOUNDARY_MAX_AGE: Duration = Duration::from_secs(1);
+
+/// The claim backoff's cap, in fragile windows of the last attempt, when that is more
+/// than a second; never more than [`CLAIM_BACKOFF_MAX`].
+const CLAIM_BACKOFF_WINDOWS: u32 = 8;
+
+/// The claim backoff's largest cap: one create that took long (a store timeout, a host
+/// suspended in the middle of it) must not hold the next claim back for minutes.
+const CLAIM_BACKOFF_MAX: Duration = Duration::from_secs(10);
+
+/// How long a cooperative attempt's listing of `tgb/` serves the retries that follow a
+/// conflict. Every attempt lists `tgb/`, each conflicting claim retry of a pool opening
+/// at once included (on a local directory `object_store` stats every entry a listing
+/// returns: 256 producers opening together spent about 45% of their CPU in 5,879
+/// listings for 263 commits). A listing up to this old is as safe as a fresh one: each attempt filters it against its refreshed base (sequence,
+/// epoch, and age by each object's `last_modified` against the attempt's own clock), and
+/// a listing that misses the newest uploads or still shows swept orphans is what any
+/// eventually consistent listing may return (the simulation serves such listings, up to
+/// 3 s stale). It only delays the newest uploads until a fresh listing finds them, and
+/// a commit clears it.
+const OFFERS_REUSE: Duration = Duration::from_secs(1);
 
 /// An entry whose `last_commit_ms` is older than this, against the base's
 /// `committed_at_ms`, is not counted as an active producer by a cooperative cadence.
@@ -149,6 +175,8 @@ impl Committer {
             permits,
             last_sent: None,
             unresolved_attempt: false,
+            offers_listing: None,
+            last_window: Duration::ZERO,
         }
     }
 
@@ -172,11 +200,21 @@ impl Committer {
                 Ok(_) => {
                     // Many producers opening at once would otherwise retry in
                     // lockstep (O(N^2) creates): exponential backoff with full
-                    // jitter from the seeded RNG, capped at one second.
+                    // jitter from the seeded RNG, capped at one second or, when
+                    // contention stretches the fragile window (on a machine the
+                    // claimers share, their attempts queue for its cores), at
+                    // CLAIM_BACKOFF_WINDOWS of it, up to CLAIM_BACKOFF_MAX: 256 producers opening on a local
+                    // directory on 2 cores stretched it to seconds, and a one-second
+                    // cap kept them attempting faster than anyone could commit (5,732
+                    // attempts for 281 commits, 138 s until the last had claimed).
                     conflicts = conflicts.saturating_add(1);
+                    let cap = self
+                        .last_window
+                        .saturating_mul(CLAIM_BACKOFF_WINDOWS)
+                        .clamp(Duration::from_secs(1), CLAIM_BACKOFF_MAX);
                     let ceiling = Duration::from_millis(5)
-                        .saturating_mul(1u32 << conflicts.min(8))
-                        .min(Duration::from_secs(1));
+                        .saturating_mul(1u32 << conflicts.min(16))
+                        .min(cap);
                     let wait = ceiling.mul_f64(self.rng.random::<f64>());
                     self.store.clock().sleep(wait).await;
                 }
@@ -347,6 +385,7 @@ impl Committer {
         self.crash_if(FailPoint::AfterCreate)?;
         // The fragile window: from reading the current version to the end of the create.
         let tau = clock.now().saturating_duration_since(t0);
+        self.last_window = tau;
         self.shared.stats_mut(|s| s.commit_time += tau);
         self.unresolved_attempt = true;
         let outcome = self.resolve(created, proposal, &span).await;
@@ -355,6 +394,9 @@ impl Committer {
             self.shared.stats_mut(|s| s.attempts += 1);
         }
         let outcome = outcome?;
+        if matches!(outcome, Attempt::Committed) {
+            self.offers_listing = None;
+        }
         self.learn(&outcome, tau);
         Ok(outcome)
     }
@@ -456,7 +498,24 @@ impl Committer {
     /// orphan sweep makes; its `orphan_margin` covers the clock skew).
     /// [`rebase_cooperative`] then keeps each producer's contiguous run.
     async fn offers(&mut self, now_ms: u64) -> Result<Vec<TgbDescriptor>, ProducerError> {
-        let listed = list_offers(&self.store, self.follower.current(), &self.me.id).await?;
+        // By wall-clock time, which keeps running while the host is suspended: a
+        // listing from before a suspend is not reused after it.
+        let reuse_ms = u64::try_from(OFFERS_REUSE.as_millis()).unwrap_or(u64::MAX);
+        let fresh_enough = self
+            .offers_listing
+            .as_ref()
+            .is_some_and(|(at_ms, _)| now_ms.saturating_sub(*at_ms) < reuse_ms);
+        if fresh_enough {
+            self.shared.stats_mut(|s| s.offer_listings_reused += 1);
+        } else {
+            let listed = list_offers(&self.store, self.follower.current(), &self.me.id).await?;
+            self.shared.stats_mut(|s| s.offer_listings += 1);
+            self.offers_listing = Some((now_ms, listed));
+        }
+        let listed = self
+            .offers_listing
+            .as_ref()
+            .map_or(&[][..], |(_, l)| &l[..]);
         let base = self.follower.current();
         let bugs = planted();
         let mut out = Vec::new();

@@ -37,6 +37,11 @@ pub struct ProducerStats {
     /// Reads of the chain by a full buffer waiting for other producers to publish it
     /// (cooperative policies), instead of an attempt out of turn.
     pub full_buffer_reads: u64,
+    /// Listings of `tgb/` behind cooperative attempts' offers.
+    pub offer_listings: u64,
+    /// Cooperative attempts that reused the listing of an attempt that conflicted less
+    /// than a second before, instead of listing `tgb/` again.
+    pub offer_listings_reused: u64,
     /// Current commit gap chosen by the policy.
     pub gap: Duration,
     /// The policy's estimate of the fragile window (DAC only).

@@ -124,6 +124,8 @@ fn stats_json(s: &ProducerStats) -> Value {
         "bytes_committed": s.bytes_committed,
         "lag_waits": s.lag_waits,
         "full_buffer_reads": s.full_buffer_reads,
+        "offer_listings": s.offer_listings,
+        "offer_listings_reused": s.offer_listings_reused,
         "gap": s.gap.as_secs_f64(),
         "tau": s.tau.map(|t| t.as_secs_f64()),
         "commit_time": s.commit_time.as_secs_f64(),
