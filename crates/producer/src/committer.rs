@@ -101,6 +101,18 @@ const CLAIM_BACKOFF_WINDOWS: u32 = 8;
 /// suspended in the middle of it) must not hold the next claim back for minutes.
 const CLAIM_BACKOFF_MAX: Duration = Duration::from_secs(10);
 
+/// The longest wait before a claim's retry after `conflicts` conflicts in a row, the last
+/// create's fragile window having been `window`: 5 ms doubling per conflict, capped at
+/// [`CLAIM_BACKOFF_WINDOWS`] windows within 1 s and [`CLAIM_BACKOFF_MAX`].
+fn claim_backoff_ceiling(conflicts: u32, window: Duration) -> Duration {
+    let cap = window
+        .saturating_mul(CLAIM_BACKOFF_WINDOWS)
+        .clamp(Duration::from_secs(1), CLAIM_BACKOFF_MAX);
+    Duration::from_millis(5)
+        .saturating_mul(1u32 << conflicts.min(16))
+        .min(cap)
+}
+
 /// How long a cooperative attempt's listing of `tgb/` serves the retries that follow a
 /// conflict. Every attempt lists `tgb/`, each conflicting claim retry of a pool opening
 /// at once included (on a local directory `object_store` stats every entry a listing
@@ -208,13 +220,7 @@ impl Committer {
                     // cap kept them attempting faster than anyone could commit (5,732
                     // attempts for 281 commits, 138 s until the last had claimed).
                     conflicts = conflicts.saturating_add(1);
-                    let cap = self
-                        .last_window
-                        .saturating_mul(CLAIM_BACKOFF_WINDOWS)
-                        .clamp(Duration::from_secs(1), CLAIM_BACKOFF_MAX);
-                    let ceiling = Duration::from_millis(5)
-                        .saturating_mul(1u32 << conflicts.min(16))
-                        .min(cap);
+                    let ceiling = claim_backoff_ceiling(conflicts, self.last_window);
                     let wait = ceiling.mul_f64(self.rng.random::<f64>());
                     self.store.clock().sleep(wait).await;
                 }
@@ -1022,6 +1028,23 @@ fn plant_publications(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_claim_backoff_is_capped_in_fragile_windows_within_one_to_ten_seconds() {
+        let ms = Duration::from_millis;
+        // Doubling from 10 ms after the first conflict.
+        assert_eq!(claim_backoff_ceiling(1, ms(20)), ms(10));
+        assert_eq!(claim_backoff_ceiling(4, ms(20)), ms(80));
+        // A short window (the simulator's, a store on other machines): one second.
+        assert_eq!(claim_backoff_ceiling(8, ms(20)), ms(1000));
+        assert_eq!(claim_backoff_ceiling(40, ms(120)), ms(1000));
+        // Claimers queueing for shared cores stretch the window: 8 of them.
+        assert_eq!(claim_backoff_ceiling(40, ms(700)), ms(5600));
+        assert_eq!(claim_backoff_ceiling(9, ms(700)), ms(2560));
+        // One create that took a minute does not hold the next claim back for minutes.
+        assert_eq!(claim_backoff_ceiling(40, ms(60_000)), ms(10_000));
+        assert_eq!(claim_backoff_ceiling(u32::MAX, Duration::MAX), ms(10_000));
+    }
 
     #[test]
     fn a_large_retained_window_is_listed_per_producer() {
