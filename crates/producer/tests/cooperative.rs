@@ -209,31 +209,41 @@ async fn an_epoch_claim_publishes_the_uploads_others_have_waiting() {
     );
 }
 
+/// `n` cooperative producers `p00`, `p01`, ... (seeded by their index) opening on `store`
+/// at once, each appending offsets `1..=per` and closing: their tasks.
+fn spawn_pool(
+    store: &StreamStore,
+    n: u64,
+    per: u64,
+) -> Vec<tokio::task::JoinHandle<Result<batchweave_producer::ProducerStats, ProducerError>>> {
+    (0..n)
+        .map(|i| {
+            let s = store.clone();
+            tokio::spawn(async move {
+                let id = format!("p{i:02}");
+                let mut p = Producer::builder(s, id.clone())
+                    .settings(ProducerSettings {
+                        seed: Some(i),
+                        ..coop()
+                    })
+                    .open()
+                    .await?;
+                for off in 1..=per {
+                    p.append(2, 1, slices(&id, off, 2), off).await?;
+                }
+                p.close().await
+            })
+        })
+        .collect()
+}
+
 /// Sixteen cooperative producers race on every store: exactly once, one order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixteen_cooperative_producers_race_exactly_once_on_every_store() {
     for t in all_targets() {
         let store = t.open_fresh("coop16").await.unwrap();
         let per: u64 = if t.name == "s3-seaweedfs" { 2 } else { 5 };
-        let tasks: Vec<_> = (0..16)
-            .map(|i| {
-                let s = store.clone();
-                tokio::spawn(async move {
-                    let id = format!("p{i:02}");
-                    let mut p = Producer::builder(s, id.clone())
-                        .settings(ProducerSettings {
-                            seed: Some(i),
-                            ..coop()
-                        })
-                        .open()
-                        .await?;
-                    for off in 1..=per {
-                        p.append(2, 1, slices(&id, off, 2), off).await?;
-                    }
-                    p.close().await
-                })
-            })
-            .collect();
+        let tasks = spawn_pool(&store, 16, per);
         let mut published = 0;
         for h in tasks {
             let st = h
@@ -451,25 +461,7 @@ async fn a_full_buffer_nobody_publishes_commits_itself_after_two_rounds() {
 #[tokio::test(start_paused = true)]
 async fn claim_retries_after_a_conflict_reuse_the_offers_listing() {
     let store = common::fixed_latency_store(Duration::from_millis(20), 11);
-    let tasks: Vec<_> = (0..16u64)
-        .map(|i| {
-            let s = store.clone();
-            tokio::spawn(async move {
-                let id = format!("p{i:02}");
-                let mut p = Producer::builder(s, id.clone())
-                    .settings(ProducerSettings {
-                        seed: Some(i),
-                        ..coop()
-                    })
-                    .open()
-                    .await?;
-                for off in 1..=3 {
-                    p.append(2, 1, slices(&id, off, 2), off).await?;
-                }
-                p.close().await
-            })
-        })
-        .collect();
+    let tasks = spawn_pool(&store, 16, 3);
     let (mut attempts, mut listings, mut reused, mut conflicts) = (0, 0, 0, 0);
     for h in tasks {
         let st = h.await.unwrap().unwrap();
