@@ -105,17 +105,28 @@ impl Chain {
                 }
                 return self.read_legacy().await;
             };
+            if let Some(known) = self.known_entry(newest) {
+                // The newest entry is one already read (or written) here: its value is
+                // the one read then. An index holds a different value only after it was
+                // pruned and created again by a stale writer, and pruning needs newer
+                // entries that are never all deleted, so such an index is never the
+                // newest one listed (and a stale listing shows a past newest entry,
+                // whose value was this one).
+                return Ok(known);
+            }
             let key = boundary_key(newest);
+            self.count_boundary_get();
             match self.store.get_opt(&key, BOUNDARY_LIMIT).await? {
                 Some(bytes) => {
                     self.count_boundary_bytes(bytes.len());
                     let value = decode_gc_boundary(&bytes, &self.limits)
                         .map_err(|e| ChainError::corrupt(&key, e))?;
-                    self.note_boundary(newest);
-                    return Ok(Boundary {
+                    let entry = Boundary {
                         index: newest,
                         value,
-                    });
+                    };
+                    self.note_entry(entry);
+                    return Ok(entry);
                 }
                 // Listed but gone (pruned meanwhile, or a stale listing): list again.
                 None => self.backoff(round).await,
@@ -130,6 +141,7 @@ impl Chain {
     }
 
     async fn read_legacy(&self) -> Result<Boundary, ChainError> {
+        self.count_boundary_get();
         let value = match self.store.get_opt(GC_BOUNDARY_KEY, BOUNDARY_LIMIT).await? {
             Some(b) => {
                 self.count_boundary_bytes(b.len());
@@ -171,7 +183,10 @@ impl Chain {
             {
                 // Landed (or, for Ambiguous, may have): the next round reads the newest
                 // entry and returns once it holds the proposal.
-                Ok(()) => self.note_boundary(index),
+                Ok(()) => self.note_entry(Boundary {
+                    index,
+                    value: merged,
+                }),
                 Err(StoreError::Conflict { .. } | StoreError::Ambiguous { .. }) => {
                     self.backoff(round).await;
                 }

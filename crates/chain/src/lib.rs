@@ -68,9 +68,13 @@ pub struct ChainStats {
     pub manifests_read: u64,
     /// Bytes of those versions.
     pub manifest_bytes: u64,
-    /// Boundary reads (each one listing of the boundary log, plus a GET when it has
-    /// entries).
+    /// Boundary reads: each one listing of the boundary log, plus a GET of its newest
+    /// entry unless that is the entry this chain already read (entries are create-only,
+    /// so an index read once never needs reading again).
     pub boundary_reads: u64,
+    /// Boundary reads that needed the GET of a log entry (the newest one listed was not
+    /// known yet, or the stream has only the legacy object).
+    pub boundary_gets: u64,
     /// Bytes of the boundary objects read.
     pub boundary_bytes: u64,
 }
@@ -81,8 +85,12 @@ struct Counters {
     manifest_bytes: AtomicU64,
     boundary_reads: AtomicU64,
     boundary_bytes: AtomicU64,
+    boundary_gets: AtomicU64,
     /// Highest boundary log index seen: listings start there.
     known_boundary: AtomicU64,
+    /// The newest log entry read or written, with its value: a listing whose newest
+    /// entry is this one needs no GET (see `Chain::read_boundary`).
+    known_entry: std::sync::Mutex<Option<Boundary>>,
 }
 
 /// One stream's chain: a store handle and the decode limits. Cheap to clone; clones
@@ -126,11 +134,16 @@ impl Chain {
             manifest_bytes: get(&self.counters.manifest_bytes),
             boundary_reads: get(&self.counters.boundary_reads),
             boundary_bytes: get(&self.counters.boundary_bytes),
+            boundary_gets: get(&self.counters.boundary_gets),
         }
     }
 
     fn count_boundary_read(&self) {
         self.counters.boundary_reads.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn count_boundary_get(&self) {
+        self.counters.boundary_gets.fetch_add(1, Ordering::Relaxed);
     }
 
     fn count_boundary_bytes(&self, n: usize) {
@@ -147,6 +160,30 @@ impl Chain {
         self.counters
             .known_boundary
             .fetch_max(index, Ordering::Relaxed);
+    }
+
+    /// Remembers log entry `entry` (read, or created by this chain) if it is the
+    /// highest index known.
+    fn note_entry(&self, entry: Boundary) {
+        self.note_boundary(entry.index);
+        let mut known = self
+            .counters
+            .known_entry
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if known.is_none_or(|k| k.index < entry.index) {
+            *known = Some(entry);
+        }
+    }
+
+    /// The value of log entry `index`, if it is the one remembered.
+    fn known_entry(&self, index: u64) -> Option<Boundary> {
+        let known = self
+            .counters
+            .known_entry
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        known.filter(|k| k.index == index)
     }
 
     /// Reads version `v`: `Ok(None)` if no object exists there (not yet, or deleted).

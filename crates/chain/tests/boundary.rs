@@ -180,3 +180,70 @@ async fn a_legacy_boundary_is_merged_and_the_log_is_pruned() {
     let fresh = Chain::new(store, DecodeLimits::default());
     assert_eq!(fresh.boundary().await.unwrap().min_live_version, 39);
 }
+
+/// A reader whose last read found the newest entry pays one listing for the next read,
+/// not a listing and a GET: entries are create-only, so the value of an index once read
+/// is known. A new entry (another reclaimer's) is read with its GET.
+#[tokio::test]
+async fn an_unchanged_boundary_costs_one_listing() {
+    let store = StreamStore::in_memory();
+    let gc = Chain::new(store.clone(), DecodeLimits::default());
+    gc.advance_boundary(b(4, 2)).await.unwrap();
+    let reader = Chain::new(store.clone(), DecodeLimits::default());
+    assert_eq!(reader.boundary().await.unwrap(), b(4, 2));
+    assert_eq!(reader.stats().boundary_gets, 1);
+    let gets_before = store.stats().gets;
+    for _ in 0..10 {
+        assert_eq!(reader.boundary().await.unwrap(), b(4, 2));
+    }
+    let s = reader.stats();
+    assert_eq!((s.boundary_reads, s.boundary_gets), (11, 1), "{s:?}");
+    assert_eq!(
+        store.stats().gets,
+        gets_before,
+        "reads of a known newest entry made GETs"
+    );
+    gc.advance_boundary(b(9, 7)).await.unwrap();
+    assert_eq!(reader.boundary().await.unwrap(), b(9, 7));
+    assert_eq!(reader.stats().boundary_gets, 2);
+    // The writer knows what it created: its own read after the advance needs no GET.
+    let writer_gets = gc.stats().boundary_gets;
+    assert_eq!(gc.boundary().await.unwrap(), b(9, 7));
+    assert_eq!(gc.stats().boundary_gets, writer_gets);
+}
+
+/// The remembered entry is never taken for the newest once newer entries exist, even
+/// when its index is pruned and then created again by a stale writer with an older
+/// value (the only way one index can hold two values).
+#[tokio::test]
+async fn a_remembered_entry_pruned_and_rewritten_is_not_taken_for_the_newest() {
+    let store = StreamStore::in_memory();
+    let gc = Chain::new(store.clone(), DecodeLimits::default());
+    gc.advance_boundary(b(3, 3)).await.unwrap();
+    let reader = Chain::new(store.clone(), DecodeLimits::default());
+    let first = reader.read_boundary().await.unwrap();
+    assert_eq!(first.index, 1);
+    for i in 0..20 {
+        gc.advance_boundary(b(10 + i, 10 + i)).await.unwrap();
+    }
+    gc.prune_boundaries().await.unwrap();
+    assert!(
+        store
+            .get_opt(&batchweave_chain::boundary_key(1), 1 << 16)
+            .await
+            .unwrap()
+            .is_none(),
+        "entry 1 should be pruned"
+    );
+    // A stale writer that read entry 0 creates entry 1 again, lower than the newest.
+    store
+        .create(
+            &batchweave_chain::boundary_key(1),
+            encode_gc_boundary(&b(5, 5)),
+        )
+        .await
+        .unwrap();
+    let now = reader.read_boundary().await.unwrap();
+    assert_eq!((now.index, now.value), (21, b(29, 29)));
+    assert_eq!(reader.boundary().await.unwrap(), b(29, 29));
+}

@@ -52,7 +52,8 @@ pub struct ConsumerStats {
     pub manifests_read: u64,
     /// GC boundary reads: one after every poll that found a new version (so that a
     /// version below the boundary is never adopted), each one listing of the short
-    /// boundary log (counted in `store.lists`) and one GET.
+    /// boundary log (counted in `store.lists`) and, when its newest entry is not the
+    /// one read last, one GET.
     pub boundary_reads: u64,
     /// Footers fetched from the store.
     pub footers_read: u64,

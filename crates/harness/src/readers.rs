@@ -38,8 +38,10 @@ struct RankTotals {
     boundary_bytes: u64,
     /// Manifest objects read (GETs that returned one).
     manifests_read: u64,
-    /// Boundary reads (one listing and, once the log has entries, one GET each).
+    /// Boundary reads (one listing each, and a GET when the newest entry is new).
     boundary_reads: u64,
+    /// GETs of boundary objects.
+    boundary_object_gets: u64,
     /// Whole-object GETs (manifests, misses included, and boundary objects).
     gets: u64,
     /// Listings (manifest jumps and boundary reads).
@@ -134,6 +136,7 @@ impl Readers {
                 totals.boundary_bytes = c.boundary_bytes;
                 totals.manifests_read = c.manifests_read;
                 totals.boundary_reads = c.boundary_reads;
+                totals.boundary_object_gets = c.boundary_gets;
                 totals.gets = s.gets;
                 totals.lists = s.lists;
                 totals.other = s.range_gets + s.heads + s.write_requests();
@@ -176,8 +179,8 @@ impl Readers {
             r.boundary_bytes += t.boundary_bytes;
             r.manifests_read += t.manifests_read;
             r.boundary_reads += t.boundary_reads;
-            r.manifest_gets += t.gets.saturating_sub(t.boundary_reads);
-            r.boundary_gets += t.gets.min(t.boundary_reads);
+            r.manifest_gets += t.gets.saturating_sub(t.boundary_object_gets);
+            r.boundary_gets += t.gets.min(t.boundary_object_gets);
             r.manifest_lists += t.lists.saturating_sub(t.boundary_reads);
             r.boundary_lists += t.lists.min(t.boundary_reads);
             r.other_requests += t.other;
@@ -191,9 +194,10 @@ impl Readers {
 }
 
 /// What [`Readers`] read, summed over the ranks. Request classes are split with the
-/// rule that every boundary read is one listing plus one GET (true once the boundary log
-/// has an entry, as in every bench here): `manifest_gets` = GETs - boundary reads
-/// (version GETs, misses included), `manifest_lists` = listings - boundary reads (jumps).
+/// rule that every boundary read is one listing of the boundary log (true once the log
+/// has an entry, as in every bench here), plus a GET when its newest entry is new to
+/// the rank (counted by the chain): `manifest_gets` = GETs - boundary GETs (version
+/// GETs, misses included), `manifest_lists` = listings - boundary reads (jumps).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ReadersReport {
     /// Ranks.
