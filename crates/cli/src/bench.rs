@@ -29,6 +29,9 @@ pub(crate) enum Which {
     Visibility,
     /// All of the above, in this order.
     All,
+    /// BatchWeave next to a Kafka-protocol broker and NATS JetStream on loopback (not in
+    /// `all`; needs the feature `peers` and the brokers: `cargo xtask peers`).
+    Peers,
 }
 
 impl Which {
@@ -43,6 +46,7 @@ impl Which {
             Self::ManifestGrowth => vec![W::ManifestGrowth],
             Self::Visibility => vec![W::Visibility],
             Self::All => W::ALL.to_vec(),
+            Self::Peers => Vec::new(),
         }
     }
 }
@@ -77,6 +81,21 @@ pub(crate) struct BenchArgs {
     /// dac,coop); a name that does not parse is skipped with a note.
     #[arg(long, value_delimiter = ',')]
     policies: Vec<String>,
+    /// `bench peers`: a Kafka-protocol broker's loopback `host:port`.
+    #[arg(long, env = "BATCHWEAVE_PEER_KAFKA")]
+    kafka: Option<String>,
+    /// `bench peers`: what the Kafka-protocol broker stores to (reported, not used).
+    #[arg(long, env = "BATCHWEAVE_PEER_KAFKA_STORAGE", default_value = "unknown")]
+    kafka_storage: String,
+    /// `bench peers`: a NATS server's (JetStream enabled) loopback `host:port`.
+    #[arg(long, env = "BATCHWEAVE_PEER_NATS")]
+    nats: Option<String>,
+    /// `bench peers`: what the NATS server stores to (reported, not used).
+    #[arg(long, env = "BATCHWEAVE_PEER_NATS_STORAGE", default_value = "unknown")]
+    nats_storage: String,
+    /// `bench peers`: the measured window of each ingestion arm, in seconds.
+    #[arg(long, default_value_t = 15)]
+    window_secs: u64,
 }
 
 /// Why `--sim` is refused by a binary built without the feature.
@@ -84,6 +103,47 @@ const NO_SIM: &str = "`bench --sim` runs the simulated store in paused (virtual)
      which the default `batchweave` binary leaves out; build it with the feature `sim`: \
      `cargo run --release -p batchweave-cli --features sim -- bench ...` \
      (or `cargo xtask bench`)";
+
+/// Why `bench peers` is refused by a binary built without the feature.
+#[cfg(not(feature = "peers"))]
+const NO_PEERS: &str = "`bench peers` needs the brokers' clients, which the default `batchweave` \
+     binary leaves out; `cargo xtask peers` installs and starts the brokers on loopback and \
+     runs it (or build with `cargo build --release -p batchweave-cli --features peers`)";
+
+#[cfg(feature = "peers")]
+async fn peers(args: &BenchArgs, env: &Env) -> anyhow::Result<(Value, Vec<String>)> {
+    let peers = bench::peers::Peers {
+        kafka: args.kafka.clone(),
+        kafka_storage: args.kafka_storage.clone(),
+        nats: args.nats.clone(),
+        nats_storage: args.nats_storage.clone(),
+        window: std::time::Duration::from_secs(args.window_secs.max(1)),
+    };
+    if peers.kafka.is_none() && peers.nats.is_none() {
+        bail!("bench peers: give --kafka HOST:PORT and/or --nats HOST:PORT (loopback addresses)");
+    }
+    let t0 = std::time::Instant::now();
+    let mut outcome = bench::peers::run(env, &peers).await?;
+    if let Value::Object(m) = &mut outcome.json {
+        m.insert("bench".into(), "peers".into());
+        m.insert("store".into(), env.describe());
+        m.insert("quick".into(), args.quick.into());
+        m.insert(
+            "wall_seconds".into(),
+            (t0.elapsed().as_secs_f64().round()).into(),
+        );
+    }
+    let (json, svg) = outcome.write(&args.out, "peers")?;
+    let mut lines = vec![format!("== bench peers ({})", env.label())];
+    lines.extend(outcome.table);
+    lines.push(format!("   wrote {} and {}", json.display(), svg.display()));
+    Ok((outcome.json, lines))
+}
+
+#[cfg(not(feature = "peers"))]
+async fn peers(_args: &BenchArgs, _env: &Env) -> anyhow::Result<(Value, Vec<String>)> {
+    bail!(NO_PEERS)
+}
 
 /// Runs `batchweave bench`.
 pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<()> {
@@ -100,6 +160,25 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<()> {
         env = env.with_policies(args.policies.clone());
     }
     let mut all = serde_json::Map::new();
+    if args.which == Which::Peers {
+        if sim {
+            bail!(
+                "bench peers runs against real brokers and a real store: pass --store, not --sim"
+            );
+        }
+        let (json, lines) = peers(&args, &env).await?;
+        for l in lines {
+            if args.json {
+                eprintln!("{l}");
+            } else {
+                println!("{l}");
+            }
+        }
+        if args.json {
+            println!("{}", serde_json::to_string(&json)?);
+        }
+        return Ok(());
+    }
     for which in args.which.expand() {
         let name = which.name();
         let outcome = bench::run(which, &env).await?;

@@ -11,21 +11,21 @@ use super::{Env, Outcome, ratio, round, size_label};
 
 /// Per-rank results of one read mode at one point.
 #[derive(Debug, Clone, Default)]
-struct Reads {
+pub(crate) struct Reads {
     /// TGB bytes fetched (footers + slices) / bytes delivered.
-    amplification: f64,
+    pub(crate) amplification: f64,
     /// All store bytes read (manifests too) / bytes delivered.
-    amplification_all: f64,
+    pub(crate) amplification_all: f64,
     /// Mean per-rank delivered MB/s.
-    rank_mb_per_s: f64,
-    p50_ms: f64,
-    p95_ms: f64,
+    pub(crate) rank_mb_per_s: f64,
+    pub(crate) p50_ms: f64,
+    pub(crate) p95_ms: f64,
     /// Range GETs + GETs per rank per step.
-    requests_per_step: f64,
+    pub(crate) requests_per_step: f64,
     /// Bytes delivered to all ranks together.
-    delivered: u64,
+    pub(crate) delivered: u64,
     /// CPU seconds of the whole process per GB delivered (`None`: not measured).
-    cpu_s_per_gb: Option<f64>,
+    pub(crate) cpu_s_per_gb: Option<f64>,
 }
 
 fn pct(sorted: &[f64], p: usize) -> f64 {
@@ -36,7 +36,7 @@ fn pct(sorted: &[f64], p: usize) -> f64 {
     sorted.get(rank - 1).copied().unwrap_or(0.0)
 }
 
-async fn read_ranks(
+pub(crate) async fn read_ranks(
     stream: &Stream,
     world: u32,
     steps: u64,
@@ -156,7 +156,9 @@ async fn raw_get(
 
 /// Runs one read arm and fills in its CPU seconds per GB delivered (the whole process,
 /// all ranks together).
-async fn measured(arm: impl Future<Output = anyhow::Result<Reads>>) -> anyhow::Result<Reads> {
+pub(crate) async fn measured(
+    arm: impl Future<Output = anyhow::Result<Reads>>,
+) -> anyhow::Result<Reads> {
     let before = crate::rusage::now();
     let mut r = arm.await?;
     let cpu = match (before, crate::rusage::now()) {
@@ -180,7 +182,7 @@ fn reads_json(r: &Reads) -> serde_json::Value {
 }
 
 /// Writes `steps` TGBs of `w` slices of `size` bytes to `stream`; returns their keys.
-async fn write_stream(
+pub(crate) async fn write_stream(
     stream: &Stream,
     seed: u64,
     w: u32,

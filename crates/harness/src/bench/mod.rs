@@ -17,6 +17,7 @@
 //! | `lifecycle` | figure 9 | `reduction`, `bound_held` |
 //! | `exactly-once` | figure 8 | `overhead` |
 //! | `manifest-growth` | section 5.2 | `ratio_tau_100k_vs_1k` |
+//! | `peers` (feature `peers`; not in `bench all`) | section 7.2 vs Kafka | `ratio_batchweave_vs_kafka`, `ratio_batchweave_vs_nats` per point, `bytes_fetched_per_delivered` per system |
 //! | `visibility` | issue #16 | `visibility_p50_s`, `visibility_p95_s`, `requests_per_tgb` per policy and point |
 
 mod consumers;
@@ -25,6 +26,8 @@ mod exactly_once;
 mod growth;
 mod ingest;
 mod lifecycle;
+#[cfg(feature = "peers")]
+pub mod peers;
 mod plot;
 mod producers;
 mod visibility;
