@@ -53,6 +53,7 @@ fn descriptor(step: u64) -> TgbDescriptor {
         visible_version: step + 1,
         payload_bytes: TGB_PAYLOAD,
         source_offset: sequence * 1_000,
+        slice_stride: 0,
     }
 }
 

@@ -72,7 +72,7 @@ pub use batchweave_consumer::{
 };
 pub use batchweave_dac::{CoopParams, PolicyKind};
 pub use batchweave_gc::{GcReport, GcSettings, GcTask, Reclaimer};
-pub use batchweave_producer::{Producer, ProducerSettings, ProducerStats};
+pub use batchweave_producer::{Producer, ProducerSettings, ProducerStats, SliceLayout};
 pub use batchweave_store::{OpenOptions, StreamStore};
 pub use error::{Error, ErrorKind};
 /// The `object_store` version BatchWeave is built on (use this one).

@@ -10,7 +10,7 @@
 use std::time::Instant;
 
 use anyhow::{Context, bail, ensure};
-use batchweave::{PolicyKind, ProducerSettings};
+use batchweave::{PolicyKind, ProducerSettings, SliceLayout};
 
 use crate::inspect::{open_stream, print_out};
 use batchweave_harness::payload;
@@ -45,12 +45,20 @@ pub(crate) struct ProduceArgs {
     /// Seed for the incarnation nonce and the DAC jitter (default: from the OS).
     #[arg(long)]
     seed: Option<u64>,
+    /// Slice layout: `sealed` (one ranged GET per rank and TGB), `packed` (footer, then
+    /// slice), or `auto` (sealed unless padding costs more than 1/16 of the bytes).
+    #[arg(long, default_value = "auto")]
+    slice_layout: String,
 }
 
 /// Largest accepted slice (the payloads are generated in memory).
 const MAX_SLICE_BYTES: usize = 1 << 30;
 
-fn check(args: &ProduceArgs) -> anyhow::Result<PolicyKind> {
+fn check(args: &ProduceArgs) -> anyhow::Result<(PolicyKind, SliceLayout)> {
+    let layout: SliceLayout = args
+        .slice_layout
+        .parse()
+        .map_err(|e: String| anyhow::anyhow!("--slice-layout: {e}"))?;
     let policy: PolicyKind = args
         .policy
         .parse()
@@ -72,18 +80,19 @@ fn check(args: &ProduceArgs) -> anyhow::Result<PolicyKind> {
         (1..=MAX_SLICE_BYTES).contains(&args.slice_bytes),
         "--slice-bytes must be between 1 and {MAX_SLICE_BYTES}"
     );
-    Ok(policy)
+    Ok((policy, layout))
 }
 
 /// Runs `batchweave produce`.
 pub(crate) async fn run(args: ProduceArgs) -> anyhow::Result<()> {
-    let policy = check(&args)?;
+    let (policy, slice_layout) = check(&args)?;
     let started = Instant::now();
     let stream = open_stream(&args.store).await?;
     let settings = ProducerSettings {
         policy,
         max_lag: args.max_lag,
         seed: args.seed,
+        slice_layout,
         ..Default::default()
     };
     let id = args.producer_id.as_str();

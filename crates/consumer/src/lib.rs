@@ -61,9 +61,10 @@
 //! let batch = consumer.next().await?;
 //! assert_eq!((batch.step, &batch.data[0][..]), (0, &b"replica-1"[..]));
 //! assert_eq!(consumer.state().next_step, 1);
-//! // One ranged GET for the 60-byte footer, one for the 9-byte slice.
+//! // Equal slices are sealed (TGB format version 2): one ranged GET of the rank's
+//! // 33-byte slot (the 9-byte slice and its 24-byte seal), and no footer read.
 //! let stats = consumer.stats();
-//! assert_eq!((stats.footer_bytes, stats.slice_bytes, stats.store.range_gets), (60, 9, 2));
+//! assert_eq!((stats.footer_bytes, stats.slice_bytes, stats.store.range_gets), (0, 33, 1));
 //! # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
 //! ```
 

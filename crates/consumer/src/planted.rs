@@ -19,6 +19,9 @@ pub struct PlantedConsumerBugs {
     /// group layout leaves out TP and PP (the rule before per-rank watermarks): the last
     /// writer's mark wins.
     pub shared_rank_mark: bool,
+    /// A rank reading a sealed TGB's slot delivers the bytes its seal's length names
+    /// without checking the seal (slice id, footer CRC32, padding) or the payload's CRC32.
+    pub trust_seals: bool,
 }
 
 thread_local! {
@@ -26,6 +29,7 @@ thread_local! {
         skip_boundary: false,
         skip_extension: false,
         shared_rank_mark: false,
+        trust_seals: false,
     }) };
 }
 

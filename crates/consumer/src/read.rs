@@ -10,6 +10,11 @@
 //!                                                                 v
 //!                                                           bytes for the rank
 //! ```
+//!
+//! A sealed TGB (format version 2, `slice_stride = L` in its descriptor) skips the footer:
+//! one `GET [first * L, (first + count) * L)` returns the slots, and `open_sealed_run`
+//! checks each seal (slice id, the descriptor's footer CRC32, zero padding) and payload
+//! CRC32 against the descriptor alone.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -18,6 +23,7 @@ use batchweave_manifest::TgbDescriptor;
 use batchweave_store::StreamStore;
 use batchweave_tgb::{
     FooterCheck, Grid, SliceIndex, SliceRead, TgbError, cut_part, decode_footer, decode_object,
+    join_slices, open_sealed_run,
 };
 use bytes::Bytes;
 use tokio::sync::OnceCell;
@@ -67,6 +73,8 @@ pub(crate) struct Reader {
     pub(crate) grid: Grid,
     pub(crate) live: Arc<Live>,
     footers: Arc<Mutex<HashMap<u64, FooterEntry>>>,
+    /// Planted bug (tests only): sealed slots are delivered unchecked.
+    trust_seals: bool,
 }
 
 fn data_err(key: &str, what: &str, e: TgbError) -> ConsumerError {
@@ -88,6 +96,7 @@ impl Reader {
             grid,
             live,
             footers: Arc::default(),
+            trust_seals: crate::planted::planted().trust_seals,
         }
     }
 
@@ -127,9 +136,10 @@ impl Reader {
     }
 
     /// Reads and checks the footer of `r`'s TGB into the cache ahead of its step (range
-    /// reads only); the step's own fetch repeats a failed read and reports its error.
+    /// reads of packed TGBs only: a sealed TGB's slot is read without its footer); the
+    /// step's own fetch repeats a failed read and reports its error.
     pub(crate) async fn warm_footer(&self, r: &PlannedRead) -> Result<(), ConsumerError> {
-        if self.mode == ReadMode::Range {
+        if self.mode == ReadMode::Range && r.desc.slice_stride == 0 {
             self.check_descriptor_grid(r)?;
             self.footer(r.read.tgb_index, &r.desc).await?;
         }
@@ -154,15 +164,43 @@ impl Reader {
     async fn fetch_one(&self, r: &PlannedRead) -> Result<Bytes, ConsumerError> {
         let d = &r.desc;
         self.check_descriptor_grid(r)?;
-        let (index, run) = match self.mode {
+        let (first, count) = (r.read.first_slice, r.read.slice_count);
+        let what = || {
+            format!(
+                "slices {first}..{} of TGB step {}",
+                first.saturating_add(count),
+                r.read.tgb_index
+            )
+        };
+        // The slices read, checked; and, for a packed run, the run itself (the slices
+        // back to back, so no copy is needed to deliver them together).
+        let (slices, packed_run) = match self.mode {
+            ReadMode::Range if d.slice_stride != 0 => {
+                // A sealed TGB: the slots hold everything needed to check them, and their
+                // place follows from the stride (the manifest checked that `dp * cp`
+                // slots of it fill the object up to the footer).
+                let range = sealed_range(d, first, count)?;
+                let run = self.store.get_range(&d.key, range).await?;
+                add(&self.live.slice_bytes, run.len() as u64);
+                let slices = if self.trust_seals {
+                    unchecked_slots(&run, d.slice_stride)
+                } else {
+                    open_sealed_run(&run, first, count, d.slice_stride, d.footer_crc32)
+                        .map_err(|e| data_err(&d.key, &what(), e))?
+                };
+                (slices, None)
+            }
             ReadMode::Range => {
                 let index = self.footer(r.read.tgb_index, d).await?;
                 let range = index
-                    .range_of(r.read.first_slice, r.read.slice_count)
+                    .range_of(first, count)
                     .map_err(|e| data_err(&d.key, "slice run", e))?;
                 let run = self.store.get_range(&d.key, range).await?;
                 add(&self.live.slice_bytes, run.len() as u64);
-                (index, run)
+                let slices = index
+                    .split_run(first, count, &run)
+                    .map_err(|e| data_err(&d.key, &what(), e))?;
+                (slices, Some(run))
             }
             ReadMode::Dense => {
                 let object = self.store.get(&d.key, d.object_size).await?;
@@ -180,7 +218,7 @@ impl Reader {
                 let index = decode_object(&object).map_err(|e| data_err(&d.key, "object", e))?;
                 check_grid(&index, d)?;
                 let range = index
-                    .range_of(r.read.first_slice, r.read.slice_count)
+                    .range_of(first, count)
                     .map_err(|e| data_err(&d.key, "slice run", e))?;
                 // decode_object checked every entry lies inside the payload.
                 let run = object.slice(
@@ -191,35 +229,20 @@ impl Reader {
                             .unwrap_or(usize::MAX)
                             .min(object.len()),
                 );
-                (Arc::new(index), run)
+                let slices = index
+                    .split_run(first, count, &run)
+                    .map_err(|e| data_err(&d.key, &what(), e))?;
+                (slices, Some(run))
             }
         };
-        let slices = index
-            .split_run(r.read.first_slice, r.read.slice_count, &run)
-            .map_err(|e| {
-                data_err(
-                    &d.key,
-                    &format!(
-                        "slices {}..{} of TGB step {}",
-                        r.read.first_slice,
-                        r.read.first_slice.saturating_add(r.read.slice_count),
-                        r.read.tgb_index
-                    ),
-                    e,
-                )
-            })?;
         match r.read.part {
-            // split_run checked that the run is exactly the slices, back to back.
-            None => Ok(run),
+            // A packed run is exactly its slices, back to back (split_run checked it).
+            None if d.slice_stride == 0 => Ok(packed_run.unwrap_or_else(|| join_slices(slices))),
+            None => Ok(join_slices(slices)),
             Some((i, m)) => {
                 let slice = slices.first().cloned().unwrap_or_default();
-                cut_part(&slice, i, m, self.token_bytes).map_err(|e| {
-                    data_err(
-                        &d.key,
-                        &format!("part {i} of {m} of slice {}", r.read.first_slice),
-                        e,
-                    )
-                })
+                cut_part(&slice, i, m, self.token_bytes)
+                    .map_err(|e| data_err(&d.key, &format!("part {i} of {m} of slice {first}"), e))
             }
         }
     }
@@ -265,7 +288,56 @@ impl Reader {
     }
 }
 
+/// The planted bug `trust_seals`: each slot's first `length` bytes, as its seal says,
+/// unchecked (clamped to the slot so that the plant itself cannot panic).
+fn unchecked_slots(run: &Bytes, stride: u64) -> Vec<Bytes> {
+    let stride = usize::try_from(stride).unwrap_or(usize::MAX).max(24);
+    (0..run.len() / stride)
+        .map(|i| {
+            let slot = run.slice(i * stride..(i + 1) * stride);
+            let mut len = [0u8; 8];
+            len.copy_from_slice(&slot[stride - 16..stride - 8]);
+            let len = usize::try_from(u64::from_le_bytes(len)).unwrap_or(0);
+            slot.slice(..len.min(stride - 24))
+        })
+        .collect()
+}
+
+/// The slots `first .. first + count` of a sealed TGB: `[first * L, (first + count) * L)`
+/// for the descriptor's stride `L`, inside the payload.
+fn sealed_range(
+    d: &TgbDescriptor,
+    first: u32,
+    count: u32,
+) -> Result<std::ops::Range<u64>, ConsumerError> {
+    let start = u64::from(first).checked_mul(d.slice_stride);
+    let end = first
+        .checked_add(count)
+        .and_then(|e| u64::from(e).checked_mul(d.slice_stride));
+    match (start, end) {
+        (Some(s), Some(e)) if count >= 1 && e <= d.footer_offset => Ok(s..e),
+        _ => Err(ConsumerError::data(
+            &d.key,
+            format!(
+                "slots {first}..{first}+{count} of stride {} lie outside the {} bytes before \
+                 the footer",
+                d.slice_stride, d.footer_offset
+            ),
+        )),
+    }
+}
+
 fn check_grid(index: &SliceIndex, d: &TgbDescriptor) -> Result<(), ConsumerError> {
+    if index.slice_stride() != d.slice_stride {
+        return Err(ConsumerError::data(
+            &d.key,
+            format!(
+                "the object's slot stride is {} (0 = packed), the manifest says {}",
+                index.slice_stride(),
+                d.slice_stride
+            ),
+        ));
+    }
     if (index.dp(), index.cp()) != (d.dp, d.cp) {
         return Err(ConsumerError::data(
             &d.key,

@@ -2,7 +2,7 @@
 
 use batchweave_tgb::{
     FOOTER_ENTRY_LEN, FOOTER_HEADER_LEN, FooterCheck, SliceIndex, TRAILER_LEN, decode_footer,
-    decode_object, decode_trailer, encode_tgb,
+    decode_object, decode_trailer, encode_tgb, encode_tgb_sealed, open_sealed_run,
 };
 use bytes::Bytes;
 
@@ -125,12 +125,21 @@ fn check_index(index: &SliceIndex, object: Option<&[u8]>) {
         u64::from(index.dp()) * u64::from(index.cp()),
         "entry count != dp * cp"
     );
+    let stride = index.slice_stride();
     let mut next = 0u64;
     for (i, e) in (0..n).zip(entries) {
-        assert_eq!(e.offset, next, "slices not back to back");
-        next = e.range().end;
-        assert_eq!(index.range_of(i, 1), Ok(e.range()));
         assert_eq!(index.entry(i), Ok(e));
+        if stride == 0 {
+            assert_eq!(e.offset, next, "slices not back to back");
+            next = e.range().end;
+            assert_eq!(index.range_of(i, 1), Ok(e.range()));
+        } else {
+            // Sealed: slice i at the start of slot i, with room for the seal.
+            assert_eq!(e.offset, u64::from(i) * stride, "slice not at its slot");
+            assert!(e.length + 24 <= stride, "slice leaves no room for its seal");
+            next = e.offset + stride;
+            assert_eq!(index.range_of(i, 1), Ok(e.offset..next));
+        }
     }
     assert_eq!(
         next,
@@ -164,6 +173,19 @@ fn check_index(index: &SliceIndex, object: Option<&[u8]>) {
         all_ok &= index.verify(i, &slice).is_ok();
         assert!(index.verify(i, &payload[..0]).is_err() || e.length == 0);
     }
+    if stride != 0 {
+        // The one-GET path must agree with the footer path, slot by slot: a slot it
+        // opens is the entry's slice.
+        let crc = footer_crc(index, object);
+        let sealed = open_sealed_run(&payload, 0, n, stride, crc);
+        all_ok &= sealed.is_ok();
+        if let Ok(slices) = &sealed {
+            for (i, s) in (0..n).zip(slices) {
+                let opened_ok = index.verify(i, s).is_ok();
+                all_ok &= opened_ok;
+            }
+        }
+    }
     let split = index.split_run(0, n, &payload);
     assert_eq!(split.is_ok(), all_ok, "split_run disagrees with verify");
     assert!(
@@ -173,7 +195,24 @@ fn check_index(index: &SliceIndex, object: Option<&[u8]>) {
             || payload.is_empty()
     );
     if let (Ok(slices), Some(object)) = (split, object) {
-        let again = encode_tgb(index.dp(), index.cp(), slices).expect("decoded grid re-encodes");
-        assert_eq!(&again.to_bytes()[..], object, "TGB re-encoding differs");
+        let again = if stride == 0 {
+            encode_tgb(index.dp(), index.cp(), slices)
+        } else {
+            encode_tgb_sealed(index.dp(), index.cp(), slices)
+        }
+        .expect("decoded grid re-encodes");
+        // A sealed object whose seals all open re-encodes exactly unless its stride is
+        // wider than its longest slice needs (the encoder picks the narrowest).
+        if stride == 0 || again.slice_stride == stride {
+            assert_eq!(&again.to_bytes()[..], object, "TGB re-encoding differs");
+        }
     }
+}
+
+/// The footer CRC32 a seal must name: the trailer's, when the object is known (else any
+/// value; the checks then only exercise the refusal paths).
+fn footer_crc(index: &SliceIndex, object: Option<&[u8]>) -> u32 {
+    object
+        .and_then(|o| decode_trailer(o).ok())
+        .map_or(index.footer_offset() as u32, |t| t.footer_crc32)
 }

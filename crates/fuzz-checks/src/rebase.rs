@@ -129,6 +129,7 @@ fn descriptor(input: &mut Input<'_>, producer: &str, epoch: u64, sequence: u64) 
         visible_version: if flags & 32 == 0 { 0 } else { input.u64() },
         payload_bytes,
         source_offset: input.u64(),
+        slice_stride: 0,
     }
 }
 

@@ -102,10 +102,12 @@ pub fn parse_tgb_key(key: &str) -> Option<(&str, u64, u64)> {
 /// Key of a self-describing TGB object (key form 2), the form producers write:
 ///
 /// ```text
-/// tgb/<producer>/<epoch:010>-<seq:020>.<dp>x<cp>.<payload_bytes>.<footer_crc32:08x>.<source_offset>.tgb
+/// tgb/<producer>/<epoch:010>-<seq:020>.<dp>x<cp>[s].<payload_bytes>.<footer_crc32:08x>.<source_offset>.tgb
 /// ```
 ///
-/// Numbers are decimal without leading zeros, the CRC eight lowercase hex digits. With
+/// Numbers are decimal without leading zeros, the CRC eight lowercase hex digits. The `s`
+/// after the grid marks a sealed TGB (TGB format version 2), whose slot stride is
+/// `payload_bytes / (dp * cp)`; the descriptor's `slice_stride` is non-zero exactly then. With
 /// the object size from a listing, the key says everything a descriptor records
 /// ([`descriptor_from_key`](crate::descriptor_from_key)): the footer starts where the
 /// payload ends and is `20 + 20 * dp * cp` bytes long (`docs/format-tgb.md`). So a
@@ -114,12 +116,13 @@ pub fn parse_tgb_key(key: &str) -> Option<(&str, u64, u64)> {
 /// sequence is [`tgb_key`]'s, so listings sort both forms by producer, epoch, sequence.
 pub fn described_tgb_key(d: &TgbDescriptor) -> String {
     format!(
-        "{TGB_DIR}{}/{:010}-{:020}.{}x{}.{}.{:08x}.{}{TGB_SUFFIX}",
+        "{TGB_DIR}{}/{:010}-{:020}.{}x{}{}.{}.{:08x}.{}{TGB_SUFFIX}",
         d.producer_id,
         d.epoch,
         d.sequence,
         d.dp,
         d.cp,
+        if d.slice_stride == 0 { "" } else { "s" },
         d.payload_bytes,
         d.footer_crc32,
         d.source_offset
@@ -145,6 +148,9 @@ pub struct KeyDescription<'a> {
     pub footer_crc32: u32,
     /// The producer's source offset after this TGB.
     pub source_offset: u64,
+    /// A sealed TGB (the grid is followed by `s`): its slot stride is
+    /// `payload_bytes / (dp * cp)`.
+    pub sealed: bool,
 }
 
 /// The exact inverse of [`described_tgb_key`]: `Some` for a key it produces from a
@@ -158,6 +164,10 @@ pub fn parse_described_tgb_key(key: &str) -> Option<KeyDescription<'_>> {
     if f.next().is_some() {
         return None;
     }
+    let (grid, sealed) = match grid.strip_suffix('s') {
+        Some(g) => (g, true),
+        None => (grid, false),
+    };
     let (dp, cp) = grid.split_once('x')?;
     Some(KeyDescription {
         producer_id: id,
@@ -168,6 +178,7 @@ pub fn parse_described_tgb_key(key: &str) -> Option<KeyDescription<'_>> {
         payload_bytes: decimal(payload)?,
         footer_crc32: hex8(crc)?,
         source_offset: decimal(offset)?,
+        sealed,
     })
 }
 
@@ -269,6 +280,12 @@ pub(crate) fn is_key_of(d: &TgbDescriptor) -> bool {
         (fields.next(), fields.next(), fields.next(), fields.next())
     else {
         return false;
+    };
+    // The `s` marker of a sealed TGB, exactly when the descriptor has a stride.
+    let grid = match (grid.strip_suffix(b"s"), d.slice_stride) {
+        (Some(g), s) if s != 0 => g,
+        (None, 0) => grid,
+        _ => return false,
     };
     let Some(x) = grid.iter().position(|&c| c == b'x') else {
         return false;
@@ -476,6 +493,11 @@ mod tests {
         let [grid, payload, crc, offset] = f[..] else {
             return false;
         };
+        let grid = match (grid.strip_suffix('s'), d.slice_stride) {
+            (Some(g), s) if s != 0 => g,
+            (None, 0) => grid,
+            _ => return false,
+        };
         grid.split_once('x').is_some_and(|(dp, cp)| {
             decimal(dp) == Some(u64::from(d.dp)) && decimal(cp) == Some(u64::from(d.cp))
         }) && decimal(payload) == Some(d.payload_bytes)
@@ -508,6 +530,7 @@ mod tests {
             visible_version: 0,
             payload_bytes: 100,
             source_offset: 12_345,
+            slice_stride: 0,
         }
     }
 
@@ -723,6 +746,7 @@ mod tests {
             footer_crc32 in proptest::prelude::any::<u32>(),
             source_offset in proptest::prelude::any::<u64>(),
             form2 in proptest::prelude::any::<bool>(),
+            slice_stride in proptest::prop_oneof![proptest::strategy::Just(0u64), proptest::prelude::any::<u64>()],
             at in proptest::prelude::any::<usize>(),
             byte in proptest::prelude::any::<u8>(),
         ) {
@@ -730,6 +754,7 @@ mod tests {
             let mut d = TgbDescriptor {
                 producer_id: id.clone(),
                 epoch, sequence, dp, cp, payload_bytes, footer_crc32, source_offset,
+                slice_stride,
                 ..Default::default()
             };
             d.key = if form2 { described_tgb_key(&d) } else { tgb_key(&id, epoch, sequence) };

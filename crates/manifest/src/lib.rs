@@ -107,6 +107,6 @@ pub use rebase::{
     CommitStatus, Pending, commit_status, find_step, last_step, rebase, rebase_cooperative, step_of,
 };
 pub use validate::{
-    MIN_FOOTER_LENGTH, TGB_FOOTER_ENTRY_LEN, TGB_FOOTER_HEADER_LEN, TGB_TRAILER_LEN,
+    MIN_FOOTER_LENGTH, TGB_FOOTER_ENTRY_LEN, TGB_FOOTER_HEADER_LEN, TGB_SEAL_LEN, TGB_TRAILER_LEN,
     descriptor_from_key, stream_grid, tgb_footer_length, validate, validate_descriptor,
 };

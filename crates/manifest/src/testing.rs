@@ -197,6 +197,7 @@ impl SyntheticHistory {
                         visible_version: visible,
                         payload_bytes: payload,
                         source_offset: done[w],
+                        slice_stride: 0,
                     });
                 }
                 step += 1;

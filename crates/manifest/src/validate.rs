@@ -15,6 +15,8 @@ pub const TGB_FOOTER_HEADER_LEN: u64 = 20;
 pub const TGB_FOOTER_ENTRY_LEN: u64 = 20;
 /// Length of a TGB object's trailer, in bytes.
 pub const TGB_TRAILER_LEN: u64 = 32;
+/// Length of the seal that closes every slot of a sealed TGB (format version 2), in bytes.
+pub const TGB_SEAL_LEN: u64 = 24;
 /// Smallest possible `TgbDescriptor.footer_length` (the footer of a one-slice TGB).
 pub const MIN_FOOTER_LENGTH: u32 = 40;
 
@@ -463,6 +465,14 @@ pub fn descriptor_from_key(key: &str, object_size: u64) -> Option<TgbDescriptor>
     if size != object_size {
         return None;
     }
+    let slice_stride = if k.sealed {
+        if !k.payload_bytes.is_multiple_of(slices) || k.payload_bytes / slices < TGB_SEAL_LEN {
+            return None;
+        }
+        k.payload_bytes / slices
+    } else {
+        0
+    };
     Some(TgbDescriptor {
         key: key.to_owned(),
         object_size,
@@ -477,6 +487,7 @@ pub fn descriptor_from_key(key: &str, object_size: u64) -> Option<TgbDescriptor>
         visible_version: 0,
         payload_bytes: k.payload_bytes,
         source_offset: k.source_offset,
+        slice_stride,
     })
 }
 
@@ -537,6 +548,18 @@ fn check_layout(
         return bad(format!(
             "footer {}+{} and the {TGB_TRAILER_LEN}-byte trailer do not end the object of {} bytes",
             d.footer_offset, d.footer_length, d.object_size
+        ));
+    }
+    // A sealed TGB (format version 2): `grid` slots of `slice_stride` bytes, each with
+    // room for its seal, fill the object up to the footer.
+    if d.slice_stride != 0
+        && (d.slice_stride < TGB_SEAL_LEN
+            || d.slice_stride.checked_mul(grid) != Some(d.footer_offset))
+    {
+        return bad(format!(
+            "slice_stride {} is not a sealed TGB's: {} slots of at least {TGB_SEAL_LEN} bytes \
+             must fill the {} bytes before the footer",
+            d.slice_stride, grid, d.footer_offset
         ));
     }
     if d.visible_version > version {

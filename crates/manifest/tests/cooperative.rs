@@ -648,6 +648,47 @@ proptest! {
     }
 
     #[test]
+    fn sealed_keys_describe_their_objects(
+        id in "[A-Za-z0-9_-][A-Za-z0-9._-]{0,20}",
+        grid in (1..=64u32, 1..=16u32),
+        stride in 24..100_000u64,
+        sequence in 1..1_000u64,
+        seed in any::<u64>(),
+    ) {
+        // A sealed TGB: `dp * cp` slots of `stride` bytes before the footer.
+        let mut d = random_tgb(&mut Mix(seed), &id, 1, sequence, grid, seed);
+        let slots = u64::from(grid.0) * u64::from(grid.1);
+        d.payload_bytes = stride * slots;
+        d.footer_offset = d.payload_bytes;
+        d.object_size = d.payload_bytes + u64::from(d.footer_length) + 32;
+        d.slice_stride = stride;
+        let d = described(d);
+        prop_assert!(d.key.contains(&format!(".{}x{}s.", grid.0, grid.1)), "{}", d.key);
+        prop_assert!(parse_described_tgb_key(&d.key).unwrap().sealed);
+        prop_assert_eq!(descriptor_from_key(&d.key, d.object_size), Some(d.clone()));
+        validate_descriptor(0, &d, 1, &limits()).unwrap();
+        // The packed spelling of the same fields is another key, so a descriptor and a
+        // key that disagree on the layout break `tgb-key`.
+        let mut packed = d.clone();
+        packed.slice_stride = 0;
+        prop_assert_ne!(described_tgb_key(&packed), d.key.clone());
+        // A stride that is not the slots', or leaves no room for a seal, is refused.
+        let mut bad = d.clone();
+        bad.slice_stride = stride + 1;
+        prop_assert!(validate_descriptor(0, &bad, 1, &limits()).is_err());
+        if slots > 1 || stride > 24 {
+            let mut small = d.clone();
+            small.payload_bytes = 23 * slots;
+            small.footer_offset = small.payload_bytes;
+            small.object_size = small.payload_bytes + u64::from(small.footer_length) + 32;
+            small.slice_stride = 23;
+            prop_assert!(validate_descriptor(0, &small, 1, &limits()).is_err());
+            let key = described_tgb_key(&small);
+            prop_assert_eq!(descriptor_from_key(&key, small.object_size), None);
+        }
+    }
+
+    #[test]
     fn both_key_forms_sort_by_epoch_then_sequence(
         keys in vec((0..10_000_000_000u64, any::<u64>(), any::<bool>(), any::<u64>()), 1..24),
     ) {

@@ -37,6 +37,7 @@ fn expected_manifest() -> Manifest {
             visible_version: 2,
             payload_bytes: 8100,
             source_offset: 200,
+            slice_stride: 0,
         },
         TgbDescriptor {
             key: "tgb/prep-1/0000000002-00000000000000000001.tgb".into(),
@@ -52,6 +53,7 @@ fn expected_manifest() -> Manifest {
             visible_version: 3,
             payload_bytes: 4004,
             source_offset: 50,
+            slice_stride: 0,
         },
     ];
     let producers = [
@@ -274,6 +276,7 @@ fn golden_successor() -> Manifest {
         visible_version: 0,
         payload_bytes: 1956,
         source_offset: 300,
+        slice_stride: 0,
     };
     let pending = Pending {
         producer_id: "prep-0".into(),
@@ -451,6 +454,7 @@ fn cooperative_tgbs() -> (TgbDescriptor, TgbDescriptor) {
         visible_version: 5,
         payload_bytes: 3000,
         source_offset: 400,
+        slice_stride: 0,
     };
     let own = TgbDescriptor {
         key: "tgb/prep-1/0000000002-00000000000000000002.2x1.1500.20cd493a.80.tgb".into(),
@@ -466,6 +470,7 @@ fn cooperative_tgbs() -> (TgbDescriptor, TgbDescriptor) {
         visible_version: 5,
         payload_bytes: 1500,
         source_offset: 80,
+        slice_stride: 0,
     };
     (theirs, own)
 }

@@ -34,6 +34,7 @@ pub fn tgb_descriptor(
         visible_version: 0,
         payload_bytes: enc.payload_bytes,
         source_offset,
+        slice_stride: enc.slice_stride,
     };
     d.key = described_tgb_key(&d);
     d
@@ -64,6 +65,7 @@ pub(crate) fn streamed_tgb_descriptor(
         visible_version: 0,
         payload_bytes: tail.footer_offset,
         source_offset,
+        slice_stride: 0,
     }
 }
 

@@ -57,6 +57,6 @@ pub use batchweave_dac::{CoopParams, PolicyKind};
 pub use descriptor::tgb_descriptor;
 pub use error::ProducerError;
 pub use producer::{AppendReceipt, Producer, ProducerBuilder};
-pub use settings::{FailPoint, FailPoints, ProducerSettings};
+pub use settings::{FailPoint, FailPoints, ProducerSettings, SliceLayout};
 pub use stats::ProducerStats;
 pub use stream::TgbWriter;

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use batchweave_chain::{Chain, Follower};
 use batchweave_manifest::{stream_grid, validate_producer_id};
 use batchweave_store::StreamStore;
-use batchweave_tgb::{EncodedTgb, encode_tgb};
+use batchweave_tgb::EncodedTgb;
 use bytes::Bytes;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -221,7 +221,9 @@ impl Producer {
     }
 
     /// Encodes `slices` (a `dp` x `cp` grid, slice `(d, c)` at index
-    /// `d * cp + c`) as a TGB, uploads it, and hands it to the commit loop.
+    /// `d * cp + c`) as a TGB in the layout of
+    /// [`ProducerSettings::slice_layout`](crate::ProducerSettings::slice_layout), uploads
+    /// it, and hands it to the commit loop.
     /// `source_offset` is the application's source position after this TGB.
     /// Returns once the object is durable (not yet visible).
     pub async fn append(
@@ -231,7 +233,7 @@ impl Producer {
         slices: Vec<Bytes>,
         source_offset: u64,
     ) -> Result<AppendReceipt, ProducerError> {
-        let enc = encode_tgb(dp, cp, slices)?;
+        let enc = self.settings.slice_layout.encode(dp, cp, slices)?;
         self.append_encoded(enc, source_offset).await
     }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use batchweave_dac::PolicyKind;
 use batchweave_manifest::DecodeLimits;
+pub use batchweave_tgb::SliceLayout;
 
 /// Tunables of a [`Producer`](crate::Producer). Use `..Default::default()`.
 #[derive(Debug, Clone)]
@@ -46,6 +47,12 @@ pub struct ProducerSettings {
     /// requests, not upload time. The benchmarks turn it on to reproduce the
     /// paper's comparison of policies (`bench dac`).
     pub single_worker: bool,
+    /// How [`Producer::append`](crate::Producer::append) lays out a TGB's slices. The
+    /// default, [`SliceLayout::Auto`], seals them (TGB format version 2: a rank reads its
+    /// slice with one GET instead of footer + slice) unless padding to the longest slice
+    /// costs more than 1/16 of the bytes. Streams with sealed TGBs need readers of this
+    /// version or later.
+    pub slice_layout: SliceLayout,
 }
 
 impl Default for ProducerSettings {
@@ -62,6 +69,7 @@ impl Default for ProducerSettings {
             max_commit_age: Duration::from_secs(30 * 60),
             seed: None,
             single_worker: false,
+            slice_layout: SliceLayout::default(),
         }
     }
 }

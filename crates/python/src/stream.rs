@@ -3,7 +3,9 @@
 
 use std::sync::Mutex;
 
-use batchweave::{GcSettings, OpenOptions, PolicyKind, ProducerSettings, Stream as RustStream};
+use batchweave::{
+    GcSettings, OpenOptions, PolicyKind, ProducerSettings, SliceLayout, Stream as RustStream,
+};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyString};
@@ -134,7 +136,7 @@ impl Stream {
     #[pyo3(signature = (
         id, *, policy = "dac", max_lag = None, max_buffered = None, lag_poll = None,
         multipart_threshold = None, multipart_part_size = None, max_commit_age = None,
-        seed = None, single_worker = false
+        seed = None, single_worker = false, slice_layout = "auto"
     ))]
     #[allow(clippy::too_many_arguments)]
     fn producer(
@@ -150,7 +152,9 @@ impl Stream {
         max_commit_age: Option<f64>,
         seed: Option<u64>,
         single_worker: bool,
+        slice_layout: &str,
     ) -> PyResult<Producer> {
+        let slice_layout: SliceLayout = slice_layout.parse().map_err(invalid)?;
         let policy: PolicyKind = policy.parse().map_err(|e| {
             invalid(format!(
                 "policy {policy:?}: {e} (use \"coop\", \"dac\", \"naive\", \"fixed:K\", \"incr\" or \"aimd\")"
@@ -168,6 +172,7 @@ impl Stream {
                 .map_or(Ok(d.max_commit_age), |s| seconds("max_commit_age", s))?,
             seed,
             single_worker,
+            slice_layout,
             ..d
         };
         let stream = self.get(py)?;

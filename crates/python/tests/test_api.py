@@ -91,6 +91,23 @@ def test_policies_by_cli_name(local: Target) -> None:
         stream.producer("q", policy="random")
 
 
+def test_slice_layouts_all_read_back(local: Target) -> None:
+    # Unequal slices: "auto" packs them, "sealed" pads them into slots; every rank reads
+    # its own bytes back whatever the layout.
+    stream = local.open()
+    slices = [b"a" * 100, b"b" * 10]
+    for i, layout in enumerate(["auto", "packed", "sealed", "SEALED"]):
+        with stream.producer(f"p{i}", slice_layout=layout) as p:
+            p.append(slices, dp=2, cp=1, source_offset=1)
+    for rank in range(2):
+        c = stream.consumer(group="g", dp=2, cp=1, rank=rank, world_size=2)
+        for _ in range(4):
+            assert bytes(c.next(timeout=10).data[0]) == slices[rank]
+        c.close()
+    with pytest.raises(bw.InvalidError, match="auto, packed or sealed"):
+        stream.producer("q", slice_layout="dense")
+
+
 def test_with_block_drains_also_on_exception(local: Target) -> None:
     stream = local.open()
     with pytest.raises(RuntimeError, match="boom"):

@@ -3,7 +3,7 @@
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
-use batchweave_producer::{CoopParams, PolicyKind};
+use batchweave_producer::{CoopParams, PolicyKind, SliceLayout};
 
 /// Unix milliseconds the virtual clock starts at (2024-01-01T00:00:00Z).
 pub(crate) const CLOCK_BASE_MS: u64 = 1_704_067_200_000;
@@ -210,6 +210,15 @@ pub struct SimConfig {
     ///
     /// [`footer_lookahead`]: batchweave_consumer::ConsumerSettings::footer_lookahead
     pub footer_lookahead: usize,
+    /// Every producer's [`slice_layout`]. [`SliceLayout::Packed`] by default (TGB format
+    /// version 1: footer, then slice), so that the object sizes, and with them the
+    /// schedules the seeds in docs/reliability.md name, stay as they were before sealed
+    /// TGBs existed; `sim --sealed` and the seed test `sealed_seeds_hold_every_invariant`
+    /// run with [`SliceLayout::Sealed`] (the producers' default for equal slices; the
+    /// simulation's slices vary, so every slot is padded).
+    ///
+    /// [`slice_layout`]: batchweave_producer::ProducerSettings::slice_layout
+    pub slice_layout: SliceLayout,
     /// Probability per consumed step that the consumer rank crashes and
     /// restores from its last checkpoint.
     pub consumer_crash_rate: f64,
@@ -301,6 +310,7 @@ impl Default for SimConfig {
             fail_point_rate: 0.25,
             policy: None,
             footer_lookahead: 0,
+            slice_layout: SliceLayout::Packed,
             coop_share: 0.35,
             all_coop_rate: 0.25,
             coop_params: None,

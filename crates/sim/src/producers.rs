@@ -420,6 +420,7 @@ impl Actor {
             max_buffered,
             max_lag,
             max_commit_age,
+            slice_layout: self.w.cfg.slice_layout,
             ..Default::default()
         };
         self.w.count(|t| {

@@ -60,6 +60,7 @@ impl Plants {
             skip_boundary: p == Some(PlantedBug::SkipBoundaryCheck),
             skip_extension: p == Some(PlantedBug::SkipExtensionCheck),
             shared_rank_mark: p == Some(PlantedBug::SharedRankMark),
+            trust_seals: false,
         };
         let producer = PlantedProducerBugs {
             publish_gap: p == Some(PlantedBug::PublishGap),

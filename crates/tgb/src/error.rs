@@ -49,7 +49,9 @@ pub enum TgbError {
         what: &'static str,
     },
     /// The format version is not one this build understands.
-    #[error("{what}: unsupported format version {version} (this build reads version {supported})")]
+    #[error(
+        "{what}: unsupported format version {version} (this build reads versions 1 to {supported})"
+    )]
     UnsupportedVersion {
         /// Which structure was being decoded.
         what: &'static str,
@@ -126,6 +128,18 @@ pub enum TgbError {
         expected: u32,
         /// CRC32 of the supplied bytes.
         actual: u32,
+    },
+    /// A sealed slot's seal does not belong where it was read (format version 2).
+    #[error("slice {slice}: seal {field} is {actual:#x}, expected {expected:#x}")]
+    SealMismatch {
+        /// Slice id (`d * C + c`) the slot was read as.
+        slice: u32,
+        /// The seal field that disagrees: `slice id`, `footer CRC32` or `length`.
+        field: &'static str,
+        /// Value the reader expected.
+        expected: u64,
+        /// Value the seal holds.
+        actual: u64,
     },
     /// A mesh degree (DP, CP, TP or PP) is zero.
     #[error("mesh degree {dim} is 0; every degree must be at least 1")]

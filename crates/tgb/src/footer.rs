@@ -6,9 +6,10 @@ use bytes::Bytes;
 
 use crate::TgbError;
 use crate::layout::{
-    FOOTER_ENTRY_LEN, FOOTER_HEADER_LEN, FOOTER_MAGIC, FORMAT_VERSION, TRAILER_LEN, Trailer,
-    checked_slices, decode_trailer, footer_len,
+    FOOTER_ENTRY_LEN, FOOTER_HEADER_LEN, FOOTER_MAGIC, SEALED_FORMAT_VERSION, TRAILER_LEN, Trailer,
+    check_version, checked_slices, decode_trailer, footer_len,
 };
+use crate::seal::{SEAL_LEN, open_sealed_run, open_slot};
 
 const WHAT: &str = "TGB footer";
 
@@ -67,12 +68,16 @@ impl SliceEntry {
 /// The decoded footer of one TGB: grid and per-slice location and checksum.
 ///
 /// Only [`decode_footer`] and [`decode_object`] build one, so its entries always satisfy
-/// the layout invariants (slices back to back from offset 0 up to the footer).
+/// the layout invariants: slices back to back from offset 0 up to the footer (format
+/// version 1), or slice `i` at the start of slot `i * stride` (version 2, sealed).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SliceIndex {
     dp: u32,
     cp: u32,
     footer_offset: u64,
+    /// Slot stride of a sealed TGB; 0 for a packed one.
+    stride: u64,
+    footer_crc32: u32,
     entries: Vec<SliceEntry>,
 }
 
@@ -90,6 +95,11 @@ impl SliceIndex {
     /// Offset of the footer, which is also the total payload size.
     pub fn footer_offset(&self) -> u64 {
         self.footer_offset
+    }
+
+    /// The slot stride of a sealed TGB (format version 2); 0 for a packed one.
+    pub fn slice_stride(&self) -> u64 {
+        self.stride
     }
 
     /// All entries in slice-id order.
@@ -142,9 +152,14 @@ impl SliceIndex {
     }
 
     /// Byte range covering the `count >= 1` contiguous slices starting at `first_slice`
-    /// (one ranged GET).
+    /// (one ranged GET). For a sealed TGB, the whole slots, seals included.
     pub fn range_of(&self, first_slice: u32, count: u32) -> Result<Range<u64>, TgbError> {
         let run = self.run(first_slice, count)?;
+        if self.stride != 0 {
+            // decode_footer checked stride * slices == footer_offset.
+            let start = u64::from(first_slice) * self.stride;
+            return Ok(start..start + run.len() as u64 * self.stride);
+        }
         match (run.first(), run.last()) {
             (Some(a), Some(b)) => Ok(a.offset..b.range().end),
             _ => Err(TgbError::NoSuchSlice {
@@ -177,7 +192,8 @@ impl SliceIndex {
     }
 
     /// Splits the bytes of [`range_of(first_slice, count)`](Self::range_of) into its slices,
-    /// verifying each one. Zero-copy: the results share `bytes`' buffer.
+    /// verifying each one (for a sealed TGB, each slot's seal too, and that seal and footer
+    /// agree). Zero-copy: the results share `bytes`' buffer.
     pub fn split_run(
         &self,
         first_slice: u32,
@@ -185,6 +201,14 @@ impl SliceIndex {
         bytes: &Bytes,
     ) -> Result<Vec<Bytes>, TgbError> {
         let run = self.run(first_slice, count)?;
+        if self.stride != 0 {
+            let slices =
+                open_sealed_run(bytes, first_slice, count, self.stride, self.footer_crc32)?;
+            for (i, s) in slices.iter().enumerate() {
+                self.verify(first_slice.saturating_add(i as u32), s)?;
+            }
+            return Ok(slices);
+        }
         let range = self.range_of(first_slice, count)?;
         let total = range.end - range.start;
         if bytes.len() as u64 != total {
@@ -252,13 +276,7 @@ pub fn decode_footer(bytes: &[u8], expected: FooterCheck) -> Result<SliceIndex, 
         return Err(TgbError::BadMagic { what: WHAT });
     }
     let version = u16::from_le_bytes([bytes[8], bytes[9]]);
-    if version != FORMAT_VERSION {
-        return Err(TgbError::UnsupportedVersion {
-            what: WHAT,
-            version,
-            supported: FORMAT_VERSION,
-        });
-    }
+    check_version(WHAT, version)?;
     if bytes[10] != 0 || bytes[11] != 0 {
         return Err(TgbError::ReservedNotZero { what: WHAT });
     }
@@ -285,6 +303,9 @@ pub fn decode_footer(bytes: &[u8], expected: FooterCheck) -> Result<SliceIndex, 
                 actual: size,
             });
         }
+    }
+    if version == SEALED_FORMAT_VERSION {
+        return decode_sealed_entries(bytes, expected, dp, cp, n);
     }
     let mut entries = Vec::with_capacity(n as usize);
     let mut next: u64 = 0;
@@ -320,6 +341,59 @@ pub fn decode_footer(bytes: &[u8], expected: FooterCheck) -> Result<SliceIndex, 
         dp,
         cp,
         footer_offset: expected.footer_offset,
+        stride: 0,
+        footer_crc32: expected.footer_crc32,
+        entries,
+    })
+}
+
+/// The entries of a sealed footer (format version 2), whose header `decode_footer` checked:
+/// the payload is `n` slots of one stride of at least the seal, and entry `i` starts slot
+/// `i` and leaves room for its seal.
+fn decode_sealed_entries(
+    bytes: &[u8],
+    expected: FooterCheck,
+    dp: u32,
+    cp: u32,
+    n: u32,
+) -> Result<SliceIndex, TgbError> {
+    let f = expected.footer_offset;
+    let stride = f / u64::from(n);
+    if !f.is_multiple_of(u64::from(n)) || stride < SEAL_LEN as u64 {
+        return Err(TgbError::LayoutMismatch {
+            reason: "a sealed TGB's footer offset is not slices * stride with stride >= 24",
+            expected: u64::from(n) * stride.max(SEAL_LEN as u64),
+            actual: f,
+        });
+    }
+    let room = stride - SEAL_LEN as u64;
+    let mut entries = Vec::with_capacity(n as usize);
+    for (i, raw) in bytes[FOOTER_HEADER_LEN..]
+        .chunks_exact(FOOTER_ENTRY_LEN)
+        .enumerate()
+    {
+        let e = SliceEntry {
+            offset: le_u64(raw, 0),
+            length: le_u64(raw, 8),
+            crc32: le_u32(raw, 16),
+        };
+        // Cannot overflow: i < n and n * stride == f.
+        if e.offset != i as u64 * stride || e.length > room {
+            return Err(TgbError::SliceOutOfPlace {
+                slice: i as u32,
+                offset: e.offset,
+                length: e.length,
+                footer_offset: f,
+            });
+        }
+        entries.push(e);
+    }
+    Ok(SliceIndex {
+        dp,
+        cp,
+        footer_offset: f,
+        stride,
+        footer_crc32: expected.footer_crc32,
         entries,
     })
 }
@@ -343,8 +417,51 @@ pub fn decode_object(object: &[u8]) -> Result<SliceIndex, TgbError> {
         .ok()
         .and_then(|s| object.get(s..object.len() - TRAILER_LEN))
         .ok_or(TgbError::SizeOverflow)?;
-    decode_footer(
+    let index = decode_footer(
         footer,
         FooterCheck::from_trailer(&trailer).with_object_size(size),
-    )
+    )?;
+    let footer_version = if index.stride == 0 {
+        1
+    } else {
+        SEALED_FORMAT_VERSION
+    };
+    if trailer.version != footer_version {
+        return Err(TgbError::LayoutMismatch {
+            reason: "trailer and footer have different format versions",
+            expected: footer_version.into(),
+            actual: trailer.version.into(),
+        });
+    }
+    if index.stride != 0 {
+        check_seals(object, &index)?;
+    }
+    Ok(index)
+}
+
+/// Every slot of a sealed object opens, and its seal agrees with its footer entry.
+fn check_seals(object: &[u8], index: &SliceIndex) -> Result<(), TgbError> {
+    let stride = usize::try_from(index.stride).map_err(|_| TgbError::SizeOverflow)?;
+    let payload = object
+        .get(..usize::try_from(index.footer_offset).map_err(|_| TgbError::SizeOverflow)?)
+        .ok_or(TgbError::SizeOverflow)?;
+    for ((i, slot), e) in payload.chunks_exact(stride).enumerate().zip(&index.entries) {
+        let id = i as u32;
+        let opened = open_slot(slot, id, index.footer_crc32)?;
+        if opened.length != e.length {
+            return Err(TgbError::SliceLength {
+                slice: id,
+                expected: e.length,
+                actual: opened.length,
+            });
+        }
+        if opened.crc32 != e.crc32 {
+            return Err(TgbError::SliceChecksum {
+                slice: id,
+                expected: e.crc32,
+                actual: opened.crc32,
+            });
+        }
+    }
+    Ok(())
 }

@@ -15,12 +15,19 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::TgbError;
 
-/// Format version written by this build and the only one it reads.
+/// Format version of a TGB whose slices are packed back to back ([`encode_tgb`], and every
+/// streamed TGB).
 pub const FORMAT_VERSION: u16 = 1;
+/// Format version of a TGB whose slices sit in sealed slots of one stride
+/// ([`encode_tgb_sealed`](crate::encode_tgb_sealed)): a rank reads its slot with one GET
+/// and checks it without the footer.
+pub const SEALED_FORMAT_VERSION: u16 = 2;
 /// First 8 bytes of every footer.
 pub const FOOTER_MAGIC: [u8; 8] = *b"BWTGBFTR";
-/// Last 8 bytes of every TGB object.
+/// Last 8 bytes of every TGB object of format version 1.
 pub const TRAILER_MAGIC: [u8; 8] = *b"BWTGB\0v1";
+/// Last 8 bytes of every TGB object of format version 2 (sealed).
+pub const SEALED_TRAILER_MAGIC: [u8; 8] = *b"BWTGB\0v2";
 /// Length of the footer header: magic (8), version (2), reserved (2), D (4), C (4).
 pub const FOOTER_HEADER_LEN: usize = 20;
 /// Length of one footer entry: offset (8), length (8), crc32 (4).
@@ -56,6 +63,19 @@ pub(crate) fn checked_slices(dp: u32, cp: u32) -> Result<u32, TgbError> {
     }
 }
 
+/// Accepts the two format versions this build reads.
+pub(crate) fn check_version(what: &'static str, version: u16) -> Result<(), TgbError> {
+    if version == FORMAT_VERSION || version == SEALED_FORMAT_VERSION {
+        Ok(())
+    } else {
+        Err(TgbError::UnsupportedVersion {
+            what,
+            version,
+            supported: SEALED_FORMAT_VERSION,
+        })
+    }
+}
+
 /// The fixed-size record at the very end of a TGB object; it locates the footer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -79,7 +99,11 @@ impl Trailer {
         out[12..16].copy_from_slice(&self.footer_crc32.to_le_bytes());
         out[16..18].copy_from_slice(&self.version.to_le_bytes());
         // 18..24 reserved, zero.
-        out[24..32].copy_from_slice(&TRAILER_MAGIC);
+        out[24..32].copy_from_slice(if self.version == SEALED_FORMAT_VERSION {
+            &SEALED_TRAILER_MAGIC
+        } else {
+            &TRAILER_MAGIC
+        });
         out
     }
 }
@@ -109,15 +133,20 @@ pub fn decode_trailer(bytes: &[u8]) -> Result<Trailer, TgbError> {
                 expected: TRAILER_LEN as u64,
                 actual: 0,
             })?;
-    if t[24..32] != TRAILER_MAGIC {
+    let magic_version = if t[24..32] == TRAILER_MAGIC {
+        FORMAT_VERSION
+    } else if t[24..32] == SEALED_TRAILER_MAGIC {
+        SEALED_FORMAT_VERSION
+    } else {
         return Err(TgbError::BadMagic { what: WHAT });
-    }
+    };
     let version = u16::from_le_bytes([t[16], t[17]]);
-    if version != FORMAT_VERSION {
-        return Err(TgbError::UnsupportedVersion {
-            what: WHAT,
-            version,
-            supported: FORMAT_VERSION,
+    check_version(WHAT, version)?;
+    if version != magic_version {
+        return Err(TgbError::LayoutMismatch {
+            reason: "the trailer's magic names another format version than its version field",
+            expected: magic_version.into(),
+            actual: version.into(),
         });
     }
     if t[18..24].iter().any(|&b| b != 0) {
@@ -165,8 +194,12 @@ pub struct EncodedTgb {
     pub footer_length: u32,
     /// CRC32 of the footer bytes; the manifest records it with offset and length.
     pub footer_crc32: u32,
-    /// Sum of all slice lengths.
+    /// Bytes before the footer: the sum of all slice lengths (packed), or
+    /// `slice_stride * dp * cp` (sealed).
     pub payload_bytes: u64,
+    /// The slot stride of a sealed TGB (format version 2): slice `i` and its seal fill
+    /// `[i * slice_stride, (i + 1) * slice_stride)`. 0 for a packed TGB.
+    pub slice_stride: u64,
 }
 
 impl EncodedTgb {
@@ -223,6 +256,7 @@ pub fn encode_tgb(dp: u32, cp: u32, slices: Vec<Bytes>) -> Result<EncodedTgb, Tg
         footer_length: tail.footer_length,
         footer_crc32: tail.footer_crc32,
         payload_bytes: tail.footer_offset,
+        slice_stride: 0,
     })
 }
 
@@ -484,6 +518,15 @@ mod tests {
         t.footer_length = 40;
         assert_eq!(decode_trailer(&t.to_bytes()).unwrap(), t);
         t.version = 2;
+        assert_eq!(decode_trailer(&t.to_bytes()).unwrap(), t);
+        assert_eq!(t.to_bytes()[24..], SEALED_TRAILER_MAGIC);
+        let mut b = t.to_bytes();
+        b[16] = 1;
+        assert!(matches!(
+            decode_trailer(&b),
+            Err(TgbError::LayoutMismatch { .. })
+        ));
+        t.version = 3;
         assert!(matches!(
             decode_trailer(&t.to_bytes()),
             Err(TgbError::UnsupportedVersion { .. })

@@ -45,6 +45,7 @@ mod footer;
 mod layout;
 mod mesh;
 mod remap;
+mod seal;
 
 #[cfg(any(test, feature = "test-util"))]
 pub mod payload;
@@ -53,11 +54,15 @@ pub use error::TgbError;
 pub use footer::{FooterCheck, SliceEntry, SliceIndex, decode_footer, decode_object};
 pub use layout::{
     EncodedTgb, FOOTER_ENTRY_LEN, FOOTER_HEADER_LEN, FOOTER_MAGIC, FORMAT_VERSION, MAX_SLICES,
-    TRAILER_LEN, TRAILER_MAGIC, TgbStreamEncoder, TgbTail, Trailer, decode_trailer, encode_tgb,
-    footer_len,
+    SEALED_FORMAT_VERSION, SEALED_TRAILER_MAGIC, TRAILER_LEN, TRAILER_MAGIC, TgbStreamEncoder,
+    TgbTail, Trailer, decode_trailer, encode_tgb, footer_len,
 };
 pub use mesh::{MeshConfig, MeshDim, MeshOrder, Position};
 pub use remap::{
     Grid, SliceRead, convert_step, cut_part, part_range, plan, steps_covered, tgbs_needed_through,
     tgbs_of_step,
+};
+pub use seal::{
+    SEAL_LEN, SEAL_MAGIC, SliceLayout, encode_tgb_sealed, join_slices, open_sealed_run,
+    sealed_stride,
 };

@@ -1,17 +1,23 @@
-//! The checked-in golden object `tests/golden/v1.tgb` must match the encoder byte for byte,
-//! decode to the documented values, and match the hex dump and field table of
-//! `docs/format-tgb.md`, so neither the code nor the docs can drift.
+//! The checked-in golden objects `tests/golden/v1.tgb` (packed) and `tests/golden/v2.tgb`
+//! (sealed) must match the encoders byte for byte, decode to the documented values, and
+//! match the hex dumps and field tables of `docs/format-tgb.md`, so neither the code nor the
+//! docs can drift.
 //!
 //! To regenerate the file after an intentional format change (which also needs a new
 //! FORMAT_VERSION): `BATCHWEAVE_BLESS=1 cargo test -p batchweave-tgb --test golden`.
 
 use std::path::PathBuf;
 
-use batchweave_tgb::{FooterCheck, decode_footer, decode_object, decode_trailer, encode_tgb};
+use batchweave_tgb::{
+    FooterCheck, decode_footer, decode_object, decode_trailer, encode_tgb, encode_tgb_sealed,
+    open_sealed_run,
+};
 use bytes::Bytes;
 
-fn golden_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden/v1.tgb")
+fn golden_path(file: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(file)
 }
 
 fn doc() -> String {
@@ -24,12 +30,26 @@ fn golden_encoding() -> Bytes {
     encode_tgb(2, 2, slices.to_vec()).unwrap().to_bytes()
 }
 
-fn golden() -> Vec<u8> {
+/// The sealed example: `D = 2, C = 1`, slices `abc` and `de` (so slot 1 has padding).
+fn sealed_encoding() -> Bytes {
+    let slices = vec![Bytes::from_static(b"abc"), Bytes::from_static(b"de")];
+    encode_tgb_sealed(2, 1, slices).unwrap().to_bytes()
+}
+
+fn read_golden(file: &str, encoding: fn() -> Bytes) -> Vec<u8> {
     if std::env::var_os("BATCHWEAVE_BLESS").is_some() {
-        std::fs::create_dir_all(golden_path().parent().unwrap()).unwrap();
-        std::fs::write(golden_path(), golden_encoding()).unwrap();
+        std::fs::create_dir_all(golden_path(file).parent().unwrap()).unwrap();
+        std::fs::write(golden_path(file), encoding()).unwrap();
     }
-    std::fs::read(golden_path()).unwrap()
+    std::fs::read(golden_path(file)).unwrap()
+}
+
+fn golden() -> Vec<u8> {
+    read_golden("v1.tgb", golden_encoding)
+}
+
+fn sealed_golden() -> Vec<u8> {
+    read_golden("v2.tgb", sealed_encoding)
 }
 
 /// Lines between `<!-- {name}:begin -->` and `<!-- {name}:end -->` in the doc.
@@ -80,9 +100,35 @@ fn golden_file_decodes_to_documented_values() {
 }
 
 #[test]
+fn sealed_golden_file_matches_encoder_and_documented_values() {
+    let obj = sealed_golden();
+    assert_eq!(
+        obj,
+        sealed_encoding().to_vec(),
+        "sealed encoder output changed"
+    );
+    assert_eq!(obj.len(), 146);
+    let t = decode_trailer(&obj).unwrap();
+    assert_eq!((t.footer_offset, t.footer_length, t.version), (54, 60, 2));
+    let index = decode_object(&obj).unwrap();
+    assert_eq!(index.slice_stride(), 27);
+    let obj = Bytes::from(obj);
+    let got = open_sealed_run(&obj.slice(0..54), 0, 2, 27, t.footer_crc32).unwrap();
+    assert_eq!(
+        got,
+        vec![Bytes::from_static(b"abc"), Bytes::from_static(b"de")]
+    );
+}
+
+#[test]
 fn doc_hex_dump_is_the_golden_file() {
+    check_hex_dump("golden-hex", &golden());
+    check_hex_dump("golden-v2-hex", &sealed_golden());
+}
+
+fn check_hex_dump(block: &str, golden: &[u8]) {
     let mut bytes = Vec::new();
-    for line in doc_block(&doc(), "golden-hex") {
+    for line in doc_block(&doc(), block) {
         let mut words = line.split_whitespace();
         let Some(offset) = words.next() else { continue };
         if offset.starts_with("```") {
@@ -92,7 +138,7 @@ fn doc_hex_dump_is_the_golden_file() {
         assert_eq!(offset, bytes.len(), "hex dump offset column");
         bytes.extend(words.map(|w| u8::from_str_radix(w, 16).unwrap()));
     }
-    assert_eq!(bytes, golden());
+    assert_eq!(bytes, golden, "{block}");
 }
 
 fn parse_value(v: &str) -> Vec<u8> {
@@ -107,9 +153,13 @@ fn parse_value(v: &str) -> Vec<u8> {
 
 #[test]
 fn doc_field_table_matches_the_golden_file() {
-    let obj = golden();
+    check_field_table("golden-fields", &golden());
+    check_field_table("golden-v2-fields", &sealed_golden());
+}
+
+fn check_field_table(block: &str, obj: &[u8]) {
     let mut covered = vec![false; obj.len()];
-    for line in doc_block(&doc(), "golden-fields") {
+    for line in doc_block(&doc(), block) {
         let cols: Vec<&str> = line
             .split('|')
             .map(|c| c.trim().trim_matches('`'))
@@ -139,7 +189,7 @@ fn doc_field_table_matches_the_golden_file() {
     let missing: Vec<usize> = (0..obj.len()).filter(|&i| !covered[i]).collect();
     assert!(
         missing.is_empty(),
-        "doc field table leaves bytes undescribed: {missing:?}"
+        "{block}: doc field table leaves bytes undescribed: {missing:?}"
     );
 }
 

@@ -13,7 +13,7 @@ use batchweave_manifest::{
 };
 use batchweave_store::StreamStore;
 use batchweave_store::testing::TestTarget;
-use batchweave_tgb::{MeshConfig, SliceRead, cut_part, encode_tgb};
+use batchweave_tgb::{MeshConfig, SliceRead, cut_part, encode_tgb, encode_tgb_sealed};
 use bytes::{Bytes, BytesMut};
 
 /// FNV-1a over a few words.
@@ -63,6 +63,8 @@ pub struct Sim {
     pub cp: u32,
     /// Payload length spread (bigger = bigger slices).
     pub spread: u64,
+    /// Write sealed TGBs (format version 2) instead of packed ones.
+    pub sealed: bool,
 }
 
 impl Sim {
@@ -72,6 +74,7 @@ impl Sim {
             dp,
             cp,
             spread: 64,
+            sealed: false,
         }
     }
 
@@ -91,7 +94,11 @@ impl Sim {
         let slices = (0..dp * cp)
             .map(|s| payload_sized(producer, seq, s, self.spread))
             .collect();
-        let tgb = encode_tgb(dp, cp, slices).unwrap();
+        let tgb = if self.sealed {
+            encode_tgb_sealed(dp, cp, slices).unwrap()
+        } else {
+            encode_tgb(dp, cp, slices).unwrap()
+        };
         let key = tgb_key(producer, 1, seq);
         self.store.put(&key, tgb.to_bytes()).await.unwrap();
         TgbDescriptor {
@@ -107,6 +114,7 @@ impl Sim {
             sequence: seq,
             payload_bytes: tgb.payload_bytes,
             source_offset: seq,
+            slice_stride: tgb.slice_stride,
             ..Default::default()
         }
     }

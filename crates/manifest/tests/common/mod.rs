@@ -24,6 +24,7 @@ pub fn tgb(producer: &str, epoch: u64, sequence: u64) -> TgbDescriptor {
         visible_version: 0,
         payload_bytes: payload,
         source_offset: sequence * 10,
+        slice_stride: 0,
     }
 }
 
@@ -89,6 +90,7 @@ pub fn random_tgb(
         visible_version: 0,
         payload_bytes: body,
         source_offset,
+        slice_stride: 0,
     }
 }
 

@@ -115,6 +115,7 @@ class Stream:
         max_commit_age: Optional[float] = None,
         seed: Optional[int] = None,
         single_worker: bool = False,
+        slice_layout: str = "auto",
     ) -> Producer: ...
     def consumer(
         self,

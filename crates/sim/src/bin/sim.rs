@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! sim [--seeds N] [--start S] [--seed S] [--trace] [--verbose] [--plant NAME] [--policy POLICY]
-//!     [--without-coop] [--footer-lookahead N]
+//!     [--without-coop] [--footer-lookahead N] [--sealed]
 //! ```
 //! `NAME` is one of `overwrite`, `false-success`, `stale-boundary`, `skip-state-map-check`,
 //! `skip-boundary-check`, `lower-boundary`, `skip-extension-check`, `shared-rank-mark`,
@@ -10,13 +10,14 @@
 //! `--policy POLICY` (`coop`, `dac`, `naive`, `fixed:K`, `incr`, `aimd`) forces every
 //! producer to that commit policy (`coop` with the run's drawn cadence);
 //! `--without-coop` runs the world before cooperative commits (`SimConfig::without_coop`).
+//! `--sealed` makes every producer write sealed TGBs (`SimConfig::slice_layout`).
 //! `--seed S` runs one seed (with `--trace` it prints the run's last events
 //! on failure); `--seeds N --start S` runs seeds `S..S+N` with a progress line.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use batchweave_producer::PolicyKind;
+use batchweave_producer::{PolicyKind, SliceLayout};
 use batchweave_sim::{PlantedBug, SimConfig, run};
 
 /// Prints every `tracing` event of the libraries, with the fields of its
@@ -124,6 +125,7 @@ fn parse() -> Result<Args, String> {
                 a.cfg.footer_lookahead =
                     usize::try_from(n).map_err(|_| "--footer-lookahead is too large")?;
             }
+            "--sealed" => a.cfg.slice_layout = SliceLayout::Sealed,
             "--verbose" | "-v" => a.verbose = true,
             "--policy" => {
                 let name = it.next().ok_or("--policy needs a value")?;
