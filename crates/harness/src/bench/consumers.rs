@@ -2,7 +2,9 @@
 //! and slice size (paper section 7.4).
 
 use anyhow::Context;
-use batchweave::{ConsumerSettings, MeshConfig, ProducerSettings, RankConfig, ReadMode, Stream};
+use batchweave::{
+    ConsumerSettings, MeshConfig, ProducerSettings, RankConfig, ReadMode, SliceLayout, Stream,
+};
 use bytes::Bytes;
 use serde_json::json;
 
@@ -181,18 +183,21 @@ fn reads_json(r: &Reads) -> serde_json::Value {
     })
 }
 
-/// Writes `steps` TGBs of `w` slices of `size` bytes to `stream`; returns their keys.
+/// Writes `steps` TGBs of `w` slices of `size` bytes in `layout` to `stream`; returns
+/// their keys.
 pub(crate) async fn write_stream(
     stream: &Stream,
     seed: u64,
     w: u32,
     size: usize,
     steps: u64,
+    layout: SliceLayout,
 ) -> anyhow::Result<Vec<String>> {
     let mut p = stream
         .producer("writer")
         .settings(ProducerSettings {
             seed: Some(seed),
+            slice_layout: layout,
             ..Default::default()
         })
         .open()
@@ -215,17 +220,26 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
         (false, false) => (vec![8, 32], vec![100_000, 1_000_000], 2e9),
         (false, true) => (vec![8], vec![100_000], 5e7),
     };
+    // Up to 2,000 steps per arm on a real store (200 steps of 100 KB slices at W = 8 take
+    // well under a second on a local directory, too short to measure) and 1,000 on the
+    // simulator (where a rank's start, a listing and the first version, is a tenth of
+    // 200 steps); quick runs stay at 200.
+    let max_steps = match (env.sim, env.quick) {
+        (_, true) => 200.0,
+        (true, false) => 1_000.0,
+        (false, false) => 2_000.0,
+    };
     let bar = env.meter((worlds.len() * sizes.len()) as u64, "consumers");
     let mut points = Vec::new();
     let mut table = vec![format!(
-        "   {:>4} {:>6} {:>5} | {:>28} | {:>28} | {:>20} | {}",
+        "   {:>4} {:>6} {:>5} | {:>37} | {:>28} | {:>20} | {}",
         "W",
         "slice",
         "steps",
-        "range: amp  MB/s/rank p50/p95",
+        "range (sealed): amp MB/s/rank p50/p95",
         "dense: amp  MB/s/rank p50/p95",
         "raw GET: MB/s p50/p95",
-        "range/raw  CPU-s/GB range/raw"
+        "range/raw  packed/raw  CPU-s/GB range/raw"
     )];
     let mut panels: Vec<Panel> = Vec::new();
     for &size in &sizes {
@@ -236,31 +250,56 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
             // Range reads and raw GETs move W * size bytes per step, dense reads W^2 *
             // size: each arm gets as many steps as the budget allows (the dense arm reads
             // the first `dense_steps` of the same TGBs).
-            let steps = (budget / (f64::from(w) * size as f64)).clamp(4.0, 200.0) as u64;
+            let steps = (budget / (f64::from(w) * size as f64)).clamp(4.0, max_steps) as u64;
             let dense_per_step = f64::from(w) * f64::from(w) * size as f64;
             let dense_steps = ((budget / dense_per_step) as u64).clamp(2, steps);
             let depth = ConsumerSettings::default().prefetch + 1;
             let fresh = env.fresh("consumers").await?;
             let stream = Stream::from_store(fresh.store.clone());
-            let keys = write_stream(&stream, env.seed, w, size, steps).await?;
+            // Equal slices: the default layout seals them (one ranged GET per rank and
+            // TGB). The packed layout (footer, then slice) is read in the same run.
+            let keys = write_stream(&stream, env.seed, w, size, steps, SliceLayout::Sealed).await?;
             let raw = measured(raw_get(&stream, &keys, w, size, depth)).await?;
             let range = measured(read_ranks(&stream, w, steps, ReadMode::Range)).await?;
+            env.discard(fresh).await;
+            let packed_fresh = env.fresh("consumers-packed").await?;
+            let packed_stream = Stream::from_store(packed_fresh.store.clone());
+            write_stream(
+                &packed_stream,
+                env.seed,
+                w,
+                size,
+                steps,
+                SliceLayout::Packed,
+            )
+            .await?;
+            let packed = measured(read_ranks(&packed_stream, w, steps, ReadMode::Range)).await?;
+            env.discard(packed_fresh).await;
             // A stream of its own, `dense_steps` long: a dense rank prefetching past the
             // steps it reads would count whole objects it never delivers.
             let dense_fresh = env.fresh("consumers-dense").await?;
             let dense_stream = Stream::from_store(dense_fresh.store.clone());
-            write_stream(&dense_stream, env.seed, w, size, dense_steps).await?;
+            write_stream(
+                &dense_stream,
+                env.seed,
+                w,
+                size,
+                dense_steps,
+                SliceLayout::Packed,
+            )
+            .await?;
             let dense =
                 measured(read_ranks(&dense_stream, w, dense_steps, ReadMode::Dense)).await?;
             env.discard(dense_fresh).await;
             bar.inc(1);
             table.push(format!(
-                "   {w:>4} {:>6} {steps:>5} | {:>5.3}x {:>8.2} {:>6.1}/{:<6.1} | {:>6.1}x {:>8.2} {:>6.1}/{:<6.1} | {:>6.2} {:>5.1}/{:<5.1} | {:>9.2} {}",
+                "   {w:>4} {:>6} {steps:>5} | {:>6.4}x {:>8.2} {:>6.1}/{:<6.1}       | {:>6.1}x {:>8.2} {:>6.1}/{:<6.1} | {:>6.2} {:>5.1}/{:<5.1} | {:>9.2} {:>10.2}  {}",
                 size_label(size),
                 range.amplification, range.rank_mb_per_s, range.p50_ms, range.p95_ms,
                 dense.amplification, dense.rank_mb_per_s, dense.p50_ms, dense.p95_ms,
                 raw.rank_mb_per_s, raw.p50_ms, raw.p95_ms,
                 ratio(range.rank_mb_per_s, raw.rank_mb_per_s),
+                ratio(packed.rank_mb_per_s, raw.rank_mb_per_s),
                 match (range.cpu_s_per_gb, raw.cpu_s_per_gb) {
                     (Some(a), Some(b)) => format!("{a:.2}/{b:.2}"),
                     _ => "-".into(),
@@ -281,12 +320,14 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
                 "read_amplification": round(range.amplification, 4),
                 "dense_read_amplification": round(dense.amplification, 3),
                 "ratio_effective_vs_raw_get": round(ratio(range.rank_mb_per_s, raw.rank_mb_per_s), 3),
+                "ratio_effective_packed_vs_raw_get": round(ratio(packed.rank_mb_per_s, raw.rank_mb_per_s), 3),
+                "ratio_sealed_vs_packed_throughput": round(ratio(range.rank_mb_per_s, packed.rank_mb_per_s), 3),
                 "ratio_range_vs_dense_throughput": round(ratio(range.rank_mb_per_s, dense.rank_mb_per_s), 3),
                 "range": reads_json(&range),
+                "range_packed": reads_json(&packed),
                 "dense": reads_json(&dense),
                 "raw_get": reads_json(&raw),
             }));
-            env.discard(fresh).await;
         }
         panels.push(Panel {
             title: format!("Read amplification, {} slices", size_label(size)),
@@ -300,6 +341,7 @@ pub(crate) async fn run(env: Env) -> anyhow::Result<Outcome> {
     Ok(Outcome {
         json: json!({
             "mesh": "DP = world size, CP = TP = PP = 1; one slice per rank per step",
+            "layouts": "range: sealed TGBs (format version 2, one ranged GET per rank and TGB, the default for equal slices); range_packed: packed TGBs (version 1, footer then slice), written and read in the same run; dense: packed",
             "read_amplification_definition": "(footer bytes + slice bytes fetched) / bytes delivered, summed over ranks (ConsumerStats); *_all_bytes adds manifest and GC-boundary reads from the per-rank store counters",
             "cpu_s_per_gb": "user + system CPU of the whole bench process (getrusage) over one arm, all ranks together, per 10^9 bytes delivered; on a real store the server's CPU is not in it",
             "raw_get_concurrency": "as many ranged GETs in flight per rank as a consumer has steps in flight (prefetch + 1), delivered in order",

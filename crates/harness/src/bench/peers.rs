@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use batchweave::{PolicyKind, Stream};
+use batchweave::{PolicyKind, SliceLayout, Stream};
 use bytes::Bytes;
 use serde_json::{Value, json};
 
@@ -676,7 +676,7 @@ pub async fn run(env: &Env, peers: &Peers) -> anyhow::Result<Outcome> {
         bar.set_message(format!("reads W={world} {}", size_label(size)));
         let fresh = env.fresh("peers-reads").await?;
         let stream = Stream::from_store(fresh.store.clone());
-        write_stream(&stream, env.seed, world, size, steps).await?;
+        write_stream(&stream, env.seed, world, size, steps, SliceLayout::Auto).await?;
         let bw = measured(read_ranks(
             &stream,
             world,
