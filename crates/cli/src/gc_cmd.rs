@@ -76,10 +76,11 @@ pub(crate) async fn run(args: GcArgs) -> anyhow::Result<()> {
         ("gc", "deleted")
     };
     print_out(&format!(
-        "{label}: {verb} {} TGBs, {} orphans, {} manifest versions, {} bytes freed; \
+        "{label}: {verb} {} TGBs, {} orphans, {} epoch claims, {} manifest versions, {} bytes freed; \
          newest version {}; boundary min live version {} -> {}, low-water step {} -> {}\n",
         r.tgbs_deleted,
         r.orphans_deleted,
+        r.claims_deleted,
         r.manifests_deleted,
         r.bytes_freed,
         r.newest_version,

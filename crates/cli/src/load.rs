@@ -102,7 +102,7 @@ pub(crate) async fn run(a: LoadArgs) -> Result<()> {
         r.rank_steps
     );
     println!(
-        "  commits {successes} of {attempts} attempts ({:.1} %), TGBs published for other producers {}, conflicts {}, ambiguous {}, lost replies recovered {}, ghost commits prevented {}, full-buffer reads {}, offer listings {} (reused {})",
+        "  commits {successes} of {attempts} attempts ({:.1} %), TGBs published for other producers {}, conflicts {}, ambiguous {}, lost replies recovered {}, ghost commits prevented {}, full-buffer reads {}, offer listings {} (reused {}), epoch claims recorded by others {} of {}",
         100.0 * successes as f64 / attempts.max(1) as f64,
         r.sum(|s| s.tgbs_published_for_others),
         r.sum(|s| s.conflicts),
@@ -111,7 +111,9 @@ pub(crate) async fn run(a: LoadArgs) -> Result<()> {
         r.sum(|s| s.ghost_commits_prevented),
         r.sum(|s| s.full_buffer_reads),
         r.sum(|s| s.offer_listings),
-        r.sum(|s| s.offer_listings_reused)
+        r.sum(|s| s.offer_listings_reused),
+        r.sum(|s| s.claims_recorded_by_others),
+        r.sum(|s| s.claim_objects)
     );
     if let (Some(first), Some(last)) = (r.opened.first(), r.opened.last()) {
         println!(

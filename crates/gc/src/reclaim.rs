@@ -9,7 +9,8 @@
 //!  5 delete TGB objects of M with step < B.low_water_step
 //!  6 delete orphans: tgb/ objects not in M, older than the grace period, and
 //!    proven never to be committed: M decides their producer's sequence, or M was
-//!    committed after their commit deadline (however stale the reads that found M)
+//!    committed after their commit deadline (however stale the reads that found M);
+//!    and claims/ objects past the grace period that no committer may record any more
 //!  7 delete manifest versions < B.min_live_version (the newest is never below it)
 //!  8 prune the boundary log's old entries
 //! ```
@@ -23,8 +24,8 @@ use std::time::Duration;
 
 use batchweave_chain::Chain;
 use batchweave_manifest::{
-    DecodeLimits, GcBoundary, MANIFEST_DIR, Manifest, TGB_DIR, group_layout_key,
-    parse_manifest_key, parse_tgb_key, validate_producer_id,
+    CLAIM_DIR, DecodeLimits, EpochClaim, GcBoundary, MANIFEST_DIR, Manifest, TGB_DIR,
+    group_layout_key, parse_manifest_key, parse_tgb_key, validate_producer_id,
 };
 use batchweave_store::StreamStore;
 use tokio::task::JoinHandle;
@@ -84,6 +85,9 @@ pub struct GcReport {
     pub tgbs_deleted: u64,
     /// Orphan TGB objects deleted.
     pub orphans_deleted: u64,
+    /// Epoch claim objects deleted (`claims/`: cooperative producers' opens that no
+    /// committer may record any more).
+    pub claims_deleted: u64,
     /// Manifest versions deleted.
     pub manifests_deleted: u64,
     /// Bytes of all deleted objects.
@@ -229,6 +233,25 @@ impl Reclaimer {
         committed > uploaded_ms.saturating_add(reach)
     }
 
+    /// Whether no committer can record claim `c` (written at `written_ms`) on a version
+    /// that extends `m`: its id's entry in `m` holds its epoch or a higher one, or `m` was
+    /// committed after the claim's own limit (plus `orphan_margin`) ran out, or the
+    /// producers have stopped.
+    fn claim_done(&self, m: &Manifest, c: &EpochClaim, written_ms: i64) -> bool {
+        if self.settings.producers_stopped
+            || m.producers
+                .get(&c.producer_id)
+                .is_some_and(|e| e.epoch >= c.epoch)
+        {
+            return true;
+        }
+        let reach =
+            Duration::from_millis(c.max_commit_age_ms).saturating_add(self.settings.orphan_margin);
+        let reach = i64::try_from(reach.as_millis()).unwrap_or(i64::MAX);
+        let committed = i64::try_from(m.committed_at_ms).unwrap_or(i64::MAX);
+        committed > written_ms.saturating_add(reach)
+    }
+
     /// One reclamation pass (see the module docs for the order of steps).
     pub async fn run_once(&self) -> Result<GcReport, GcError> {
         let dry = self.settings.dry_run;
@@ -309,6 +332,22 @@ impl Reclaimer {
                 }
                 report.orphans_deleted += 1;
                 report.bytes_freed += o.size;
+            }
+            // Epoch claim objects (cooperative producers' opens), once no committer may
+            // record them any more: past the grace period, and recorded or overtaken by
+            // `m` (its entry's epoch at or above the claim's) or past the limit the claim
+            // names (committers record a claim only while it is younger than that).
+            for o in self.store.list(CLAIM_DIR.trim_end_matches('/')).await? {
+                let Some(c) = EpochClaim::parse(&o.key) else {
+                    continue; // not a claim object: not ours to delete
+                };
+                if o.last_modified_ms > cutoff || !self.claim_done(&m, &c, o.last_modified_ms) {
+                    continue;
+                }
+                if !dry {
+                    self.store.delete(&o.key).await?;
+                }
+                report.claims_deleted += 1;
             }
         }
 

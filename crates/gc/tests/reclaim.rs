@@ -279,6 +279,60 @@ async fn orphans_of_a_crashed_producer_are_swept_committed_tgbs_are_not() {
     assert_eq!(store.list("tgb").await.unwrap().len(), 4);
 }
 
+/// Epoch claim objects (`claims/`, cooperative opens) are swept once no committer may
+/// record them: past the grace period, and recorded or overtaken by the newest version
+/// (its entry holds the claim's epoch or a higher one), or past the limit the claim names
+/// by a version committed after it. A claim a committer may still record stays, and so
+/// does anything under `claims/` that is not a claim key.
+#[tokio::test]
+async fn claim_objects_are_swept_once_no_committer_may_record_them() {
+    use batchweave_manifest::EpochClaim;
+    let store = StreamStore::in_memory();
+    produce(&store, "p", 1).await;
+    let claim = |id: &str, epoch, max_commit_age_ms| EpochClaim {
+        producer_id: id.to_owned(),
+        epoch,
+        incarnation: 0x1234,
+        max_commit_age_ms,
+    };
+    let recorded = claim("p", 1, 600_000).key();
+    let short = claim("p", 2, 100).key();
+    let pending = claim("q", 1, 600_000).key();
+    for k in [&recorded, &short, &pending, &"claims/README".to_owned()] {
+        store.create(k, Bytes::new()).await.unwrap();
+    }
+    let young = Reclaimer::new(store.clone(), GcSettings::default());
+    assert_eq!(
+        young.run_once().await.unwrap().claims_deleted,
+        0,
+        "all within the grace period"
+    );
+    let sweeper = gc_with(
+        &store,
+        GcSettings {
+            orphan_margin: Duration::from_millis(50),
+            ..Default::default()
+        },
+    );
+    assert_eq!(sweeper.run_once().await.unwrap().claims_deleted, 1);
+    let left = |l: Vec<batchweave_store::ObjectInfo>| -> Vec<String> {
+        l.into_iter().map(|o| o.key).collect()
+    };
+    assert_eq!(
+        left(store.list("claims").await.unwrap()),
+        ["claims/README", &short, &pending],
+        "p's epoch 1 is recorded: its claim goes; the others may still be recorded"
+    );
+    store.clock().sleep(Duration::from_millis(200)).await;
+    produce(&store, "r", 1).await;
+    assert_eq!(sweeper.run_once().await.unwrap().claims_deleted, 1);
+    assert_eq!(
+        left(store.list("claims").await.unwrap()),
+        ["claims/README", &pending],
+        "a version committed after the short claim's limit proves nobody records it"
+    );
+}
+
 /// Kill a GC pass at a random delete (retries off) many times, then rerun:
 /// the stream converges to the same state as one clean pass.
 #[tokio::test]

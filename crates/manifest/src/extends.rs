@@ -37,7 +37,9 @@ use crate::validate::{rule, stream_grid};
 /// its `last_sequence` and of its `tgbs_committed`. A cooperative version (one
 /// that names its `committer`) may also advance other entries, each keeping its
 /// epoch, incarnation and `max_commit_age_ms` and growing by exactly its new
-/// TGBs (at least one); in both, every new TGB carries its entry's epoch.
+/// TGBs (at least one), or recording an epoch claim (a higher epoch, a non-zero
+/// limit, no new TGBs, sequence, count and source offset unchanged; a new entry
+/// starts at 0); in both, every new TGB carries its entry's epoch.
 ///
 /// Costs O(retained TGBs + producers · log producers) and allocates nothing
 /// unless it reports an error.
@@ -272,7 +274,8 @@ fn check_new_tgbs(prev: &Manifest, next: &Manifest) -> Result<(), ManifestError>
 /// A plain version (no `committer`) changes exactly one entry, the committer's. A
 /// cooperative version names its committer, whose entry changes as in a plain commit;
 /// every other entry it changes keeps its epoch, incarnation and `max_commit_age_ms`
-/// and gains at least one TGB. In both, every changed entry records the version, grows
+/// and gains at least one TGB, or records an epoch claim (a higher epoch and nothing
+/// else but the incarnation and limit). In both, every changed entry records the version, grows
 /// by exactly its new TGBs, and every new TGB is visible at the version and of its
 /// entry's epoch.
 fn check_single_commit(prev: &Manifest, next: &Manifest) -> Result<(), ManifestError> {
@@ -341,17 +344,28 @@ fn check_single_commit(prev: &Manifest, next: &Manifest) -> Result<(), ManifestE
         let mine = added.remove(id.as_str()).unwrap_or(0);
         grown = grown.saturating_add(mine);
         if cooperative && *id != next.committer {
-            let same = prev.producers.get(id).is_some_and(|a| {
+            let old = prev.producers.get(id);
+            let same = old.is_some_and(|a| {
                 (a.epoch, a.incarnation, a.max_commit_age_ms)
                     == (b.epoch, b.incarnation, b.max_commit_age_ms)
             });
-            if !same || mine == 0 {
+            // A recorded epoch claim: a higher epoch (any from 1 for a new entry), a limit,
+            // and nothing else of the entry changed (it gains no TGBs: those of its old
+            // epoch are fenced by the claim, those of the new one are not published yet).
+            let claim = mine == 0
+                && b.max_commit_age_ms > 0
+                && b.epoch > old.map_or(0, |a| a.epoch)
+                && old.map_or((0, 0, 0), |a| {
+                    (a.last_sequence, a.tgbs_committed, a.source_offset)
+                }) == (b.last_sequence, b.tgbs_committed, b.source_offset);
+            if !claim && (!same || mine == 0) {
                 return Err(rule(
                     rules::SINGLE_COMMIT,
                     format!(
                         "producer {id}: version {nv}, which producer {} committed, changed \
-                         its entry other than by publishing its next TGBs (only the \
-                         committer's own entry may change its epoch, incarnation or limit)",
+                         its entry other than by publishing its next TGBs or recording a \
+                         claim of a higher epoch (only the committer's own entry may change \
+                         otherwise)",
                         clip(&next.committer)
                     ),
                 ));

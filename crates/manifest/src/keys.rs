@@ -22,6 +22,8 @@ pub const GC_BOUNDARY_KEY: &str = "gc/boundary";
 pub const TGB_DIR: &str = "tgb/";
 /// Folder of the consumer watermarks, relative to the stream prefix.
 pub const WATERMARK_DIR: &str = "watermarks/";
+/// Folder of the epoch claim objects, relative to the stream prefix.
+pub const CLAIM_DIR: &str = "claims/";
 /// Longest accepted object key, in bytes (the S3 limit).
 pub const MAX_KEY_BYTES: usize = 1024;
 /// Longest accepted producer id, group or position name, in characters.
@@ -31,6 +33,8 @@ const MANIFEST_SUFFIX: &str = ".manifest";
 const WATERMARK_SUFFIX: &str = ".wm";
 const VERSION_DIGITS: usize = 20;
 const TGB_SUFFIX: &str = ".tgb";
+const CLAIM_SUFFIX: &str = ".claim";
+const INCARNATION_HEX_DIGITS: usize = 16;
 const EPOCH_DIGITS: usize = 10;
 const SEQUENCE_DIGITS: usize = 20;
 
@@ -308,6 +312,71 @@ fn padded_bytes(digits: &[u8], width: usize) -> Option<u64> {
         return None;
     }
     digits_value(digits)
+}
+
+/// An opening producer's claim of a new epoch, discoverable through the store: an
+/// empty object whose key says everything a committer records in the producer's entry
+/// when it publishes the claim (cooperative commits, `docs/protocol.md` section 14):
+///
+/// ```text
+/// claims/<producer>/<epoch:010>.<incarnation:016x>.<max_commit_age_ms>.claim
+/// ```
+///
+/// The incarnation is sixteen lowercase hex digits, the limit decimal without leading
+/// zeros (at least 1). Nothing in it is trusted beyond what an opener's own claim would
+/// be: a committer publishes a claim only above the entry's epoch and only while the
+/// object is younger than the limit it names.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct EpochClaim {
+    /// The producer that claims.
+    pub producer_id: String,
+    /// The epoch it claims.
+    pub epoch: u64,
+    /// Its incarnation nonce.
+    pub incarnation: u64,
+    /// Its `max_commit_age`, in milliseconds (also how long the claim may be published).
+    pub max_commit_age_ms: u64,
+}
+
+impl EpochClaim {
+    /// The claim object's key (the id is not checked here; see [`validate_producer_id`]).
+    pub fn key(&self) -> String {
+        format!(
+            "{CLAIM_DIR}{}/{:010}.{:016x}.{}{CLAIM_SUFFIX}",
+            self.producer_id, self.epoch, self.incarnation, self.max_commit_age_ms
+        )
+    }
+
+    /// The exact inverse of [`key`](Self::key): `None` for anything it could not have
+    /// produced from a valid producer id (other paddings, upper-case hex, a limit of 0 or
+    /// with leading zeros, an epoch of 0, numbers above `u64::MAX`). Allocates only the id.
+    pub fn parse(key: &str) -> Option<EpochClaim> {
+        let rest = key.strip_prefix(CLAIM_DIR)?.strip_suffix(CLAIM_SUFFIX)?;
+        let (id, name) = rest.split_once('/')?;
+        validate_producer_id(id).ok()?;
+        let mut parts = name.split('.');
+        let (epoch, inc, age) = (parts.next()?, parts.next()?, parts.next()?);
+        if parts.next().is_some() {
+            return None;
+        }
+        let epoch = padded(epoch, EPOCH_DIGITS).filter(|e| *e > 0)?;
+        if inc.len() != INCARNATION_HEX_DIGITS
+            || !inc.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        {
+            return None;
+        }
+        let incarnation = u64::from_str_radix(inc, 16).ok()?;
+        if age.is_empty() || age.starts_with('0') {
+            return None;
+        }
+        let max_commit_age_ms = digits_value(age.as_bytes())?;
+        Some(EpochClaim {
+            producer_id: id.to_owned(),
+            epoch,
+            incarnation,
+            max_commit_age_ms,
+        })
+    }
 }
 
 /// Key of a consumer position's watermark: `watermarks/<group>/<position>.wm`.

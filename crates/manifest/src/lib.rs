@@ -96,15 +96,17 @@ pub use envelope::{
 pub use error::{ManifestError, RebaseError};
 pub use extends::check_extends;
 pub use keys::{
-    GC_BOUNDARY_KEY, KeyDescription, MANIFEST_DIR, MAX_ID_LEN, MAX_KEY_BYTES, TGB_DIR,
-    WATERMARK_DIR, described_tgb_key, group_layout_key, layout_mark_names, manifest_key,
-    parse_described_tgb_key, parse_manifest_key, parse_tgb_key, parse_watermark_key, position_name,
-    rank_mark_name, tgb_key, tgb_key_after, validate_key, validate_producer_id, watermark_key,
+    CLAIM_DIR, EpochClaim, GC_BOUNDARY_KEY, KeyDescription, MANIFEST_DIR, MAX_ID_LEN,
+    MAX_KEY_BYTES, TGB_DIR, WATERMARK_DIR, described_tgb_key, group_layout_key, layout_mark_names,
+    manifest_key, parse_described_tgb_key, parse_manifest_key, parse_tgb_key, parse_watermark_key,
+    position_name, rank_mark_name, tgb_key, tgb_key_after, validate_key, validate_producer_id,
+    watermark_key,
 };
 pub use limits::DecodeLimits;
 pub use pb::{GcBoundary, GroupLayout, Manifest, ProducerState, TgbDescriptor, Watermark};
 pub use rebase::{
-    CommitStatus, Pending, commit_status, find_step, last_step, rebase, rebase_cooperative, step_of,
+    CommitStatus, Pending, commit_status, find_step, last_step, rebase, rebase_cooperative,
+    rebase_cooperative_with_claims, step_of,
 };
 pub use validate::{
     MIN_FOOTER_LENGTH, TGB_FOOTER_ENTRY_LEN, TGB_FOOTER_HEADER_LEN, TGB_SEAL_LEN, TGB_TRAILER_LEN,

@@ -31,7 +31,7 @@
 //! [`check_extends`](crate::check_extends) holds from the base to it.
 
 use crate::error::RebaseError;
-use crate::keys::{described_tgb_key, is_key_of, tgb_key, validate_producer_id};
+use crate::keys::{EpochClaim, described_tgb_key, is_key_of, tgb_key, validate_producer_id};
 use crate::limits::DecodeLimits;
 use crate::pb::{Manifest, ProducerState, TgbDescriptor};
 use crate::validate::{stream_grid, validate_descriptor};
@@ -220,11 +220,47 @@ pub fn rebase_cooperative(
     max_others: usize,
     trim_below_step: u64,
 ) -> Result<(Manifest, usize), RebaseError> {
+    rebase_cooperative_with_claims(base, pending, others, &[], max_others, 0, trim_below_step)
+        .map(|(m, tgbs, _)| (m, tgbs))
+}
+
+/// [`rebase_cooperative`], and also record other producers' epoch claims
+/// ([`EpochClaim`], `docs/protocol.md` section 14): the caller found them in a listing of
+/// `claims/` and checked each one's age against the limit its key names.
+///
+/// For each producer other than the caller that gets no TGBs published in this version,
+/// the claim of the highest epoch above its entry's (any epoch from 1 for a producer
+/// without an entry) is recorded, unless two claims of different incarnations name that
+/// epoch (the chain then decides between the openers, as their own claims race): the
+/// entry takes the claim's epoch, incarnation and `max_commit_age_ms`, records the version
+/// as its `last_commit_version` and `now_ms` as its `last_commit_ms`, and keeps its
+/// sequence, count and source offset (a new entry starts at 0). From that version on,
+/// uploads of the old epoch are unpublishable (the fencing of `docs/protocol.md` section
+/// 6) and the opener, which sees its epoch and incarnation recorded, has claimed. At most
+/// `max_claims` claims are recorded, in the order of the producers' first claim.
+///
+/// Returns the candidate, the number of other producers' TGBs it publishes and the
+/// number of claims it records. With neither, the candidate is exactly [`rebase`]'s;
+/// otherwise it names its `committer`.
+pub fn rebase_cooperative_with_claims(
+    base: &Manifest,
+    pending: &Pending,
+    others: &[TgbDescriptor],
+    claims: &[EpochClaim],
+    max_others: usize,
+    max_claims: usize,
+    trim_below_step: u64,
+) -> Result<(Manifest, usize, usize), RebaseError> {
     let mut m = rebase(base, pending, trim_below_step)?;
     let grid = stream_grid(&m);
     let published = publishable(base, &pending.producer_id, others, grid, max_others);
-    if published.is_empty() {
-        return Ok((m, 0));
+    let served: Vec<&str> = published
+        .iter()
+        .filter_map(|run| run.first().map(|t| t.producer_id.as_str()))
+        .collect();
+    let recorded = recordable_claims(base, &pending.producer_id, claims, &served, max_claims);
+    if published.is_empty() && recorded.is_empty() {
+        return Ok((m, 0, 0));
     }
     let version = m.version;
     let limits = DecodeLimits {
@@ -265,6 +301,15 @@ pub fn rebase_cooperative(
             count += 1;
         }
     }
+    let claimed = recorded.len();
+    for c in recorded {
+        let entry = m.producers.entry(c.producer_id.clone()).or_default();
+        entry.epoch = c.epoch;
+        entry.incarnation = c.incarnation;
+        entry.max_commit_age_ms = c.max_commit_age_ms;
+        entry.last_commit_version = version;
+        entry.last_commit_ms = pending.now_ms;
+    }
     m.total_tgbs = m
         .first_step
         .checked_add(u64::try_from(m.tgbs.len()).unwrap_or(u64::MAX))
@@ -275,7 +320,50 @@ pub fn rebase_cooperative(
         (m.grid_dp, m.grid_cp) = (t.dp, t.cp);
     }
     m.committer = pending.producer_id.clone();
-    Ok((m, count))
+    Ok((m, count, claimed))
+}
+
+/// Per other producer that `served` does not name (in the order of its first claim), the
+/// claim [`rebase_cooperative_with_claims`] records; at most `max` in all.
+fn recordable_claims<'a>(
+    base: &Manifest,
+    committer: &str,
+    claims: &'a [EpochClaim],
+    served: &[&str],
+    max: usize,
+) -> Vec<&'a EpochClaim> {
+    let mut best: Vec<(&'a EpochClaim, bool)> = Vec::new();
+    for c in claims {
+        if c.producer_id == committer
+            || served.contains(&c.producer_id.as_str())
+            || c.max_commit_age_ms == 0
+            || validate_producer_id(&c.producer_id).is_err()
+        {
+            continue;
+        }
+        let held = base.producers.get(&c.producer_id).map_or(0, |e| e.epoch);
+        if c.epoch <= held {
+            continue;
+        }
+        match best
+            .iter_mut()
+            .find(|(b, _)| b.producer_id == c.producer_id)
+        {
+            None => best.push((c, false)),
+            Some((b, tie)) => {
+                if c.epoch > b.epoch {
+                    (*b, *tie) = (c, false);
+                } else if c.epoch == b.epoch && c != *b {
+                    *tie = true;
+                }
+            }
+        }
+    }
+    best.into_iter()
+        .filter(|(_, tie)| !tie)
+        .map(|(c, _)| c)
+        .take(max)
+        .collect()
 }
 
 /// Bounds for checking an offer on its own: any grid (the stream's grid is checked apart).

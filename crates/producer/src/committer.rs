@@ -18,8 +18,9 @@ use std::time::Duration;
 use batchweave_chain::Follower;
 use batchweave_dac::{AttemptOutcome, CommitPolicy, Decision, Slot};
 use batchweave_manifest::{
-    CommitStatus, Manifest, Pending, TGB_DIR, TgbDescriptor, commit_status, descriptor_from_key,
-    manifest_key, parse_described_tgb_key, rebase_cooperative, tgb_key_after, try_encode_manifest,
+    CLAIM_DIR, CommitStatus, EpochClaim, Manifest, Pending, ProducerState, TGB_DIR, TgbDescriptor,
+    commit_status, descriptor_from_key, manifest_key, parse_described_tgb_key,
+    rebase_cooperative_with_claims, tgb_key_after, try_encode_manifest,
 };
 use batchweave_store::{ObjectInfo, StoreError, StreamStore};
 use futures::{StreamExt, TryStreamExt};
@@ -64,6 +65,10 @@ pub(crate) struct Committer {
     /// The version of the last create this producer sent: an entry that a later read
     /// shows advanced at another version was advanced by another producer's commit.
     pub(crate) last_sent: Option<u64>,
+    /// The `committed_at_ms` of that create's candidate: an entry that records the same
+    /// version at another `last_commit_ms` was advanced by another producer's commit of
+    /// that version number (one that recorded our epoch claim, say).
+    pub(crate) last_sent_ms: u64,
     /// A create was sent and its outcome is not yet resolved: the attempt is counted in
     /// [`ProducerStats::attempts`](crate::ProducerStats) together with its outcome (in the
     /// same update as the success, if it committed), so that a snapshot taken while an
@@ -72,7 +77,7 @@ pub(crate) struct Committer {
     /// The listing behind the last cooperative attempt's offers and when it was taken
     /// (wall-clock Unix milliseconds), until an attempt commits: a retry after a conflict
     /// within [`OFFERS_REUSE`] reuses it rather than listing `tgb/` again.
-    pub(crate) offers_listing: Option<(u64, Vec<ObjectInfo>)>,
+    pub(crate) offers_listing: Option<(u64, Listing)>,
     /// The fragile window of the last create sent, for the claim's backoff.
     pub(crate) last_window: Duration,
 }
@@ -135,6 +140,16 @@ const LIST_PAGE: usize = 1000;
 /// Per-producer listings of a cooperative attempt in flight at once.
 const LIST_CONCURRENCY: usize = 32;
 
+/// What a cooperative attempt listed: `tgb/` (or its active producers' parts) and
+/// `claims/`.
+pub(crate) struct Listing {
+    tgbs: Vec<ObjectInfo>,
+    claims: Vec<ObjectInfo>,
+}
+
+/// Epoch claims one version records at most (each adds or changes one entry).
+const MAX_CLAIMS_PER_VERSION: usize = 1024;
+
 /// A candidate version ready to be created: it commits the first `n` pending TGBs (the
 /// last of them, or the entry's, has sequence `last_seq`).
 struct Proposal {
@@ -143,6 +158,8 @@ struct Proposal {
     last_seq: u64,
     /// Other producers' TGBs the candidate publishes.
     others: usize,
+    /// Other producers' epoch claims the candidate records.
+    claims: usize,
 }
 
 /// What [`Committer::prepare`] found.
@@ -186,6 +203,7 @@ impl Committer {
             shared,
             permits,
             last_sent: None,
+            last_sent_ms: 0,
             unresolved_attempt: false,
             offers_listing: None,
             last_window: Duration::ZERO,
@@ -206,6 +224,7 @@ impl Committer {
     pub(crate) async fn claim(&mut self, opened_at: i64) -> Result<(), ProducerError> {
         let mut bumps = 0;
         let mut conflicts: u32 = 0;
+        self.put_claim_object().await?;
         loop {
             match self.attempt(0).await {
                 Ok(Attempt::Committed) => return Ok(()),
@@ -244,10 +263,43 @@ impl Committer {
                     }
                     bumps += 1;
                     self.me.epoch = theirs.0 + 1;
+                    self.put_claim_object().await?;
                 }
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// This incarnation's epoch claim as others may record it (cooperative commits).
+    fn epoch_claim(&self) -> EpochClaim {
+        EpochClaim {
+            producer_id: self.me.id.clone(),
+            epoch: self.me.epoch,
+            incarnation: self.me.incarnation,
+            max_commit_age_ms: max_commit_age_ms(&self.settings),
+        }
+    }
+
+    /// A cooperative producer makes its epoch claim discoverable through the store
+    /// before it claims itself (`docs/protocol.md` section 14): any cooperative attempt
+    /// that lists it may record it, so a pool that opens at once is recorded by a few
+    /// creates rather than one create per producer. The object only lets others record
+    /// the claim sooner: if it cannot be written, the producer's own claim still lands.
+    async fn put_claim_object(&mut self) -> Result<(), ProducerError> {
+        if !self.policy.cooperative() {
+            return Ok(());
+        }
+        let key = self.epoch_claim().key();
+        match self.store.create(&key, bytes::Bytes::new()).await {
+            // Taken: our own create's earlier try (the key holds our random incarnation).
+            Ok(()) | Err(StoreError::Conflict { .. } | StoreError::Ambiguous { .. }) => {}
+            Err(e) => {
+                tracing::warn!(producer = %self.me.id, key, error = %e, "epoch claim object not written; claiming alone");
+                return Ok(());
+            }
+        }
+        self.shared.stats_mut(|s| s.claim_objects += 1);
+        self.crash_if(FailPoint::AfterClaimObject)
     }
 
     /// Whether the incarnation the held version records for our id committed at or
@@ -291,7 +343,15 @@ impl Committer {
                     .max_by_key(|d| d.sequence);
                 match newest {
                     Some(d) => d.key.clone(),
-                    None => return Ok(false),
+                    // Another producer recorded the incarnation's epoch claim: its claim
+                    // object dates it.
+                    None => EpochClaim {
+                        producer_id: self.me.id.clone(),
+                        epoch,
+                        incarnation: e.incarnation,
+                        max_commit_age_ms: e.max_commit_age_ms,
+                    }
+                    .key(),
                 }
             }
             None => manifest_key(v),
@@ -326,7 +386,7 @@ impl Committer {
             .take_while(|(d, _)| d.sequence <= last)
             .count();
         if k > 0 {
-            if self.created_by_us(e.last_commit_version) {
+            if self.created_by_us(e) {
                 self.shared.stats_mut(|s| s.lost_replies_recovered += 1);
                 self.finish_commit(k, true);
             } else {
@@ -340,12 +400,18 @@ impl Committer {
     /// sent last (a lost reply), rather than another producer's cooperative commit of
     /// the same version number that published our batch. The held version tells when it
     /// is `v`: a cooperative version names its committer. A later one does not, and
-    /// reading `v` back would cost a request, so then the number decides (statistics
-    /// only: either way the batch is committed once).
-    fn created_by_us(&self, v: u64) -> bool {
+    /// reading `v` back would cost a request, so then the number and the entry's
+    /// `last_commit_ms` (our candidate's time, or the other committer's) decide
+    /// (statistics only: either way the batch is committed once).
+    fn created_by_us(&self, e: &ProducerState) -> bool {
+        let v = e.last_commit_version;
         let held = self.follower.current();
         self.last_sent == Some(v)
-            && (held.version != v || held.committer.is_empty() || held.committer == self.me.id)
+            && if held.version == v {
+                held.committer.is_empty() || held.committer == self.me.id
+            } else {
+                e.last_commit_ms == self.last_sent_ms
+            }
     }
 
     /// How many pending TGBs `max_lag` lets this attempt commit.
@@ -383,6 +449,7 @@ impl Committer {
         let bytes = try_encode_manifest(&proposal.candidate, &self.settings.limits)?;
         self.crash_if(FailPoint::BeforeCreate)?;
         self.last_sent = Some(v);
+        self.last_sent_ms = proposal.candidate.committed_at_ms;
         let created = self
             .store
             .create(&manifest_key(v), bytes)
@@ -414,6 +481,10 @@ impl Committer {
         // window is this probe plus the create, not the whole commit gap.
         self.refresh().await?;
         self.absorb_committed();
+        if want == 0 && self.claim_recorded() {
+            self.shared.stats_mut(|s| s.claims_recorded_by_others += 1);
+            return Ok(Prepared::Done(Attempt::Committed));
+        }
         // The allowance is computed on the refreshed base (it may be longer).
         let n = self.lag_allowance(want.min(self.pending.len()));
         if want > 0 && self.pending.is_empty() {
@@ -460,20 +531,34 @@ impl Committer {
         // of its own, and a pool opening at once makes one per fragile window for a
         // while (256 producers on a local directory: 94 s until the last had claimed),
         // during which nothing else committed and the open producers' uploads waited.
-        let offers = if self.policy.cooperative() {
+        let (offers, claims) = if self.policy.cooperative() {
             self.offers(now_ms).await?
         } else {
-            Vec::new()
+            (Vec::new(), Vec::new())
         };
         let room = self.lag_allowance(usize::MAX).saturating_sub(n);
-        let (mut candidate, others) = rebase_cooperative(
+        let producer_room = usize::try_from(self.settings.limits.max_producers)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(self.follower.current().producers.len() + 1)
+            .min(MAX_CLAIMS_PER_VERSION);
+        let (mut candidate, others, recorded) = rebase_cooperative_with_claims(
             self.follower.current(),
             &pending,
             &offers,
+            &claims,
             room,
+            producer_room,
             self.follower.boundary().low_water_step,
         )
         .map_err(ProducerError::from_rebase)?;
+        if !claims.is_empty() {
+            plant_claims(
+                &mut candidate,
+                self.follower.current(),
+                &claims,
+                &self.me.id,
+            );
+        }
         if !offers.is_empty() {
             plant_publications(
                 &mut candidate,
@@ -485,14 +570,14 @@ impl Committer {
         // Record this producer's limit, so that GC can refuse an orphan grace
         // period that could sweep an upload before this producer commits it.
         if let Some(e) = candidate.producers.get_mut(&self.me.id) {
-            e.max_commit_age_ms =
-                u64::try_from(self.settings.max_commit_age.as_millis()).unwrap_or(u64::MAX);
+            e.max_commit_age_ms = max_commit_age_ms(&self.settings);
         }
         Ok(Prepared::Send(Proposal {
             candidate,
             n,
             last_seq,
             others,
+            claims: recorded,
         }))
     }
 
@@ -503,7 +588,10 @@ impl Committer {
     /// (by the store's `last_modified` against our wall clock, the same comparison GC's
     /// orphan sweep makes; its `orphan_margin` covers the clock skew).
     /// [`rebase_cooperative`] then keeps each producer's contiguous run.
-    async fn offers(&mut self, now_ms: u64) -> Result<Vec<TgbDescriptor>, ProducerError> {
+    async fn offers(
+        &mut self,
+        now_ms: u64,
+    ) -> Result<(Vec<TgbDescriptor>, Vec<EpochClaim>), ProducerError> {
         // By wall-clock time, which keeps running while the host is suspended: a
         // listing from before a suspend is not reused after it.
         let reuse_ms = u64::try_from(OFFERS_REUSE.as_millis()).unwrap_or(u64::MAX);
@@ -514,14 +602,17 @@ impl Committer {
         if fresh_enough {
             self.shared.stats_mut(|s| s.offer_listings_reused += 1);
         } else {
-            let listed = list_offers(&self.store, self.follower.current(), &self.me.id).await?;
+            let (tgbs, claims) = futures::try_join!(
+                list_offers(&self.store, self.follower.current(), &self.me.id),
+                self.store.list(CLAIM_DIR),
+            )?;
             self.shared.stats_mut(|s| s.offer_listings += 1);
-            self.offers_listing = Some((now_ms, listed));
+            self.offers_listing = Some((now_ms, Listing { tgbs, claims }));
         }
-        let listed = self
-            .offers_listing
-            .as_ref()
-            .map_or(&[][..], |(_, l)| &l[..]);
+        let Some((_, listing)) = self.offers_listing.as_ref() else {
+            return Ok((Vec::new(), Vec::new()));
+        };
+        let listed = &listing.tgbs[..];
         let base = self.follower.current();
         let bugs = planted();
         let mut out = Vec::new();
@@ -550,7 +641,42 @@ impl Committer {
                 out.push(d);
             }
         }
-        Ok(out)
+        // Epoch claims above the entry's epoch, younger than the limit they name (a claim
+        // object older than that is never recorded: an opener that crashed after writing
+        // it must not fence its id's live incarnation later; GC sweeps it).
+        let mut claims = Vec::new();
+        for o in &listing.claims {
+            let Some(c) = EpochClaim::parse(&o.key) else {
+                continue;
+            };
+            let held = base.producers.get(&c.producer_id);
+            let above = held.is_none_or(|e| c.epoch > e.epoch);
+            let same_plant = bugs.record_same_epoch_claims
+                && held.is_some_and(|e| c.epoch == e.epoch && c.incarnation != e.incarnation);
+            if c.producer_id == self.me.id || !(above || same_plant) {
+                continue;
+            }
+            let age = i64::try_from(now_ms)
+                .unwrap_or(i64::MAX)
+                .saturating_sub(o.last_modified_ms);
+            let limit = i64::try_from(c.max_commit_age_ms).unwrap_or(i64::MAX);
+            if age > limit && !bugs.record_old_claims {
+                continue;
+            }
+            claims.push(c);
+        }
+        Ok((out, claims))
+    }
+
+    /// Whether the refreshed, live base records this incarnation's epoch claim (another
+    /// producer's cooperative attempt recorded it, or our own lost reply did).
+    fn claim_recorded(&self) -> bool {
+        let current = self.follower.current();
+        current.version >= self.follower.boundary().min_live_version
+            && current
+                .producers
+                .get(&self.me.id)
+                .is_some_and(|e| e.epoch == self.me.epoch && e.incarnation == self.me.incarnation)
     }
 
     /// What the create of `proposal` means: committed, or (a conflict, an unknown
@@ -566,6 +692,7 @@ impl Committer {
             n,
             last_seq,
             others: proposal_others,
+            claims: proposal_claims,
         } = proposal;
         let v = candidate.version;
         match created {
@@ -582,9 +709,11 @@ impl Committer {
                 } else {
                     self.follower.adopt(candidate)?;
                     self.finish_commit(n, true);
-                    if proposal_others > 0 {
-                        self.shared
-                            .stats_mut(|s| s.tgbs_published_for_others += proposal_others as u64);
+                    if proposal_others > 0 || proposal_claims > 0 {
+                        self.shared.stats_mut(|s| {
+                            s.tgbs_published_for_others += proposal_others as u64;
+                            s.claims_recorded_for_others += proposal_claims as u64;
+                        });
                     }
                     Ok(Attempt::Committed)
                 }
@@ -661,9 +790,13 @@ impl Committer {
                     .current()
                     .producers
                     .get(&self.me.id)
-                    .is_some_and(|e| self.created_by_us(e.last_commit_version));
+                    .is_some_and(|e| self.created_by_us(e));
                 if lost_reply_possible && ours {
                     self.shared.stats_mut(|s| s.lost_replies_recovered += 1);
+                }
+                if n == 0 && !ours {
+                    // An epoch claim another producer's cooperative attempt recorded.
+                    self.shared.stats_mut(|s| s.claims_recorded_by_others += 1);
                 }
                 self.finish_commit(n, ours);
                 Ok(Attempt::Committed)
@@ -977,6 +1110,41 @@ async fn list_offers(
 fn list_per_producer(retained: usize, active: usize) -> bool {
     let full_pages = retained.saturating_add(active).div_ceil(LIST_PAGE).max(1);
     active < full_pages
+}
+
+/// `max_commit_age` in milliseconds, as an entry and a claim key record it.
+fn max_commit_age_ms(settings: &ProducerSettings) -> u64 {
+    u64::try_from(settings.max_commit_age.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Planted bug ([`crate::planted`]) `record_same_epoch_claims`: an epoch claim of the
+/// epoch an entry already holds, under another incarnation, recorded as if it were above
+/// it (the claim takes the epoch from its live holder), for the simulation to show that
+/// readers refuse it.
+fn plant_claims(candidate: &mut Manifest, base: &Manifest, claims: &[EpochClaim], me: &str) {
+    if !planted().record_same_epoch_claims {
+        return;
+    }
+    for c in claims {
+        let Some(e) = base.producers.get(&c.producer_id) else {
+            continue;
+        };
+        if c.epoch != e.epoch || c.incarnation == e.incarnation {
+            continue;
+        }
+        let Some(entry) = candidate.producers.get_mut(&c.producer_id) else {
+            continue;
+        };
+        if entry.last_commit_version == candidate.version {
+            continue; // published or recorded by this version already
+        }
+        entry.incarnation = c.incarnation;
+        entry.max_commit_age_ms = c.max_commit_age_ms;
+        entry.last_commit_version = candidate.version;
+        entry.last_commit_ms = candidate.committed_at_ms;
+        candidate.committer = me.to_owned();
+        return;
+    }
 }
 
 /// Planted bugs ([`crate::planted`]): publications `rebase_cooperative` refuses, added to

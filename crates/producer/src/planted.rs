@@ -18,6 +18,12 @@ pub struct PlantedProducerBugs {
     pub publish_stale_epoch: bool,
     /// Publish other producers' uploads whatever their age (no `max_commit_age` check).
     pub skip_others_age_check: bool,
+    /// Record other producers' epoch claims whatever their age (no check against the
+    /// limit a claim key names).
+    pub record_old_claims: bool,
+    /// Record an epoch claim of the epoch an entry already holds, under another
+    /// incarnation (the claim takes the epoch from its live holder).
+    pub record_same_epoch_claims: bool,
 }
 
 thread_local! {
@@ -25,6 +31,8 @@ thread_local! {
         publish_gap: false,
         publish_stale_epoch: false,
         skip_others_age_check: false,
+        record_old_claims: false,
+        record_same_epoch_claims: false,
     }) };
 }
 

@@ -102,6 +102,9 @@ pub enum FailPoint {
     /// The conditional create was sent and answered; the producer has not
     /// yet acted on the answer (the lost-response crash).
     AfterCreate,
+    /// A cooperative producer wrote its epoch claim object (`claims/`) and has not yet
+    /// claimed itself: others may record the claim of a process that is gone.
+    AfterClaimObject,
     /// Not a crash but a planted bug, for the simulation to catch: where it
     /// fires, the producer skips the state-map check that recognises its own
     /// batch after a lost or failed create reply, and sends the batch again.

@@ -32,6 +32,14 @@ pub struct ProducerStats {
     pub tgbs_published_by_others: u64,
     /// TGBs of other producers this producer's cooperative commits published.
     pub tgbs_published_for_others: u64,
+    /// Epoch claim objects this producer wrote (`claims/`, cooperative policies): one per
+    /// epoch it claimed.
+    pub claim_objects: u64,
+    /// Of this producer's epoch claims, those another producer's cooperative attempt
+    /// recorded (the open returned without a create of its own).
+    pub claims_recorded_by_others: u64,
+    /// Other producers' epoch claims this producer's cooperative commits recorded.
+    pub claims_recorded_for_others: u64,
     /// Times a ready commit waited because of `max_lag`.
     pub lag_waits: u64,
     /// Reads of the chain by a full buffer waiting for other producers to publish it

@@ -457,10 +457,25 @@ async fn a_full_buffer_nobody_publishes_commits_itself_after_two_rounds() {
 /// used to list `tgb/` again (256 producers on a local directory: 5,879 listings for
 /// 263 commits, about 45% of the CPU). A retry within a second of a conflicted attempt
 /// reuses that attempt's listing; an attempt after a commit lists afresh. The uploads
-/// are published exactly once all the same.
+/// are published exactly once all the same. Each producer here finds a dead opener's
+/// claim object of the epoch it claims (another incarnation's), so no committer may
+/// record either claim (the chain decides between them) and every producer claims with
+/// creates of its own, as before claim objects.
 #[tokio::test(start_paused = true)]
 async fn claim_retries_after_a_conflict_reuse_the_offers_listing() {
     let store = common::fixed_latency_store(Duration::from_millis(20), 11);
+    for i in 0..16 {
+        let decoy = batchweave_manifest::EpochClaim {
+            producer_id: format!("p{i:02}"),
+            epoch: 1,
+            incarnation: 1,
+            max_commit_age_ms: 600_000,
+        };
+        store
+            .create(&decoy.key(), Default::default())
+            .await
+            .unwrap();
+    }
     let tasks = spawn_pool(&store, 16, 3);
     let (mut attempts, mut listings, mut reused, mut conflicts) = (0, 0, 0, 0);
     for h in tasks {
@@ -497,4 +512,135 @@ async fn claim_retries_after_a_conflict_reuse_the_offers_listing() {
     println!(
         "{listings} listings for {attempts} attempts ({reused} reused, {conflicts} conflicts)"
     );
+}
+
+/// Epoch claims published like uploads (`docs/protocol.md` section 14): a cooperative
+/// opener writes its claim object first, and any cooperative attempt that lists it
+/// records it. Sixteen producers opening at once then need far fewer creates than one
+/// claim each, and the openers whose claims others recorded return without a create of
+/// their own. (Without claim objects every open is its own create: 16 claim versions.)
+#[tokio::test(start_paused = true)]
+async fn a_pool_opening_at_once_has_its_claims_recorded_by_a_few_creates() {
+    let store = common::fixed_latency_store(Duration::from_millis(20), 5);
+    let tasks = spawn_pool(&store, 16, 0);
+    let (mut objects, mut by_others, mut for_others) = (0, 0, 0);
+    for h in tasks {
+        let st = h.await.unwrap().unwrap();
+        objects += st.claim_objects;
+        by_others += st.claims_recorded_by_others;
+        for_others += st.claims_recorded_for_others;
+    }
+    let newest = check_chain(&store).await;
+    assert_eq!(newest.producers.len(), 16);
+    assert_eq!(objects, 16);
+    assert!(
+        by_others >= 8 && newest.version <= 8,
+        "{by_others} claims recorded by others, {} versions",
+        newest.version
+    );
+    assert_eq!(
+        by_others, for_others,
+        "every recorded claim is its opener's"
+    );
+    // The pool then commits exactly once on top of the recorded claims.
+    let tasks = spawn_pool(&store, 16, 3);
+    for h in tasks {
+        assert_eq!(h.await.unwrap().unwrap().committed_offset, 3);
+    }
+    let newest = check_chain(&store).await;
+    for offs in check_exactly_once(&store, &newest).await.values() {
+        assert_eq!(offs, &vec![1, 2, 3]);
+    }
+}
+
+/// An opener that dies right after writing its claim object: a cooperative committer
+/// records the claim all the same, which fences the id's previous incarnation (as the
+/// opener's own claim would have), and the next restart claims above it and resumes
+/// where the entry stands.
+#[tokio::test]
+async fn a_claim_of_an_opener_that_died_is_recorded_and_fences_its_predecessor() {
+    let store = StreamStore::in_memory();
+    let mut a1 = Producer::builder(store.clone(), "a")
+        .settings(coop())
+        .open()
+        .await
+        .unwrap();
+    a1.append(2, 1, slices("a", 1, 2), 1).await.unwrap();
+    a1.flush().await.unwrap();
+    let Err(err) = Producer::builder(store.clone(), "a")
+        .settings(coop())
+        .fail_points(FailPoints::new(|p| p == FailPoint::AfterClaimObject))
+        .open()
+        .await
+    else {
+        panic!("the planted crash after the claim object did not fire");
+    };
+    assert!(
+        matches!(err, ProducerError::Crashed(FailPoint::AfterClaimObject)),
+        "{err}"
+    );
+    let b = commit_one(&store, "b", 1).await;
+    assert_eq!(b.claims_recorded_for_others, 1);
+    let newest = check_chain(&store).await;
+    let e = newest.producers["a"];
+    assert_eq!((e.epoch, e.last_sequence, e.source_offset), (2, 1, 1));
+    // The first incarnation is fenced at its next commit.
+    a1.append(2, 1, slices("a", 2, 2), 2).await.unwrap();
+    let err = a1.flush().await.unwrap_err();
+    assert!(err.is_fenced(), "{err}");
+    let a3 = Producer::builder(store.clone(), "a")
+        .settings(coop())
+        .open()
+        .await
+        .unwrap();
+    assert_eq!((a3.epoch(), a3.committed_offset()), (3, 1));
+    a3.close().await.unwrap();
+    let newest = check_chain(&store).await;
+    assert_eq!(check_exactly_once(&store, &newest).await["a"], vec![1]);
+}
+
+/// A claim object older than the limit it names is never recorded: an opener that died
+/// long ago must not fence its id's live incarnation. The planted bug that records it
+/// anyway changes the outcome (the live incarnation is fenced).
+#[tokio::test]
+async fn a_claim_older_than_its_limit_is_never_recorded() {
+    for planted in [false, true] {
+        let store = StreamStore::in_memory();
+        let a1 = Producer::builder(store.clone(), "a")
+            .settings(coop())
+            .open()
+            .await
+            .unwrap();
+        let short = ProducerSettings {
+            max_commit_age: Duration::from_millis(50),
+            ..coop()
+        };
+        let opened = Producer::builder(store.clone(), "a")
+            .settings(short)
+            .fail_points(FailPoints::new(|p| p == FailPoint::AfterClaimObject))
+            .open()
+            .await;
+        assert!(opened.is_err(), "the planted crash after the claim object");
+        store.clock().sleep(Duration::from_millis(300)).await;
+        let before = plant(PlantedProducerBugs {
+            record_old_claims: planted,
+            ..Default::default()
+        });
+        let b = commit_one(&store, "b", 1).await;
+        plant(before);
+        let mut a1 = a1;
+        a1.append(2, 1, slices("a", 1, 2), 1).await.unwrap();
+        let newest = check_chain(&store).await;
+        if planted {
+            assert_eq!(
+                newest.producers["a"].epoch, 2,
+                "the plant must change the outcome"
+            );
+            a1.close().await.unwrap_err();
+        } else {
+            assert_eq!(b.claims_recorded_for_others, 0);
+            assert_eq!(newest.producers["a"].epoch, 1);
+            a1.close().await.unwrap();
+        }
+    }
 }

@@ -342,6 +342,7 @@ impl Stream {
             "newest_version": r.newest_version,
             "tgbs_deleted": r.tgbs_deleted,
             "orphans_deleted": r.orphans_deleted,
+            "claims_deleted": r.claims_deleted,
             "manifests_deleted": r.manifests_deleted,
             "bytes_freed": r.bytes_freed,
             "dry_run": r.dry_run,

@@ -34,6 +34,7 @@
 //! | `fenced-published` | no TGB it makes visible has an epoch below the newest its producer claimed in the live chain (a fenced incarnation's leftover, a zombie's upload) |
 //! | `published-contiguous` | each producer's TGBs continue its sequence in the live chain (1, 2, 3, ... across epochs) |
 //! | `exactly-once` | ... and its source offsets (1, 2, 3, ...: the simulation appends each offset once, in order) |
+//! | `claim-recorded` | a cooperative version that moves another producer's entry to a newer epoch records a claim object that producer wrote, of that epoch, incarnation and limit, at most that limit old at the version's `committed_at_ms` |
 //! | `coop-age` | a cooperative version publishes another producer's upload only if it was written (the store's `last_modified`) at most that producer's `max_commit_age` before the version's `committed_at_ms`: the rule GC's orphan sweep relies on (exact here: a committer stamps its version at the moment it judges the ages) |
 //!
 //! **Stale listings of `tgb/`** ([`TgbStale`], drawn per run): a listing may miss objects
@@ -51,8 +52,9 @@ use std::time::Duration;
 
 use batchweave_chain::{BOUNDARY_DIR, parse_boundary_key};
 use batchweave_manifest::{
-    DecodeLimits, GcBoundary, MANIFEST_DIR, Manifest, TGB_DIR, WATERMARK_DIR, check_extends,
-    decode_gc_boundary, decode_manifest, parse_manifest_key, parse_tgb_key,
+    CLAIM_DIR, DecodeLimits, EpochClaim, GcBoundary, MANIFEST_DIR, Manifest, TGB_DIR,
+    WATERMARK_DIR, check_extends, decode_gc_boundary, decode_manifest, parse_manifest_key,
+    parse_tgb_key,
 };
 use batchweave_store::Clock;
 use batchweave_store::object_store::memory::InMemory;
@@ -133,6 +135,8 @@ pub(crate) struct BackendCounts {
     pub(crate) fenced_while_published: u64,
     /// Claims of a newer epoch while uploads of an older one beyond the entry were stored.
     pub(crate) fenced_with_uploads: u64,
+    /// Epoch claims live cooperative versions recorded for other producers.
+    pub(crate) claims_recorded: u64,
     /// Uploads of a fenced epoch, and listings of `tgb/` that showed one.
     pub(crate) zombie_uploads: u64,
     pub(crate) zombie_listed: u64,
@@ -373,6 +377,7 @@ impl State {
         }
         self.newest = self.newest.max(v);
         self.check_published(log, &m);
+        self.check_recorded_claims(log, &m);
         self.check_readers_accept(log, &m);
         let mut missing = None;
         for (i, d) in m.tgbs.iter().enumerate() {
@@ -547,6 +552,59 @@ impl State {
         }
         if let Some((inv, detail)) = problem {
             self.violate(log, inv, format!("{detail}: {}", summary(m)));
+        }
+    }
+
+    /// `claim-recorded`: every entry that live version `m` moves to a newer epoch on behalf
+    /// of another producer (a cooperative version whose committer is not that producer)
+    /// records a claim object that producer wrote, of exactly that epoch, incarnation and
+    /// limit, written at most that limit before the version's `committed_at_ms` (a
+    /// committer stamps its version when it judges the ages).
+    fn check_recorded_claims(&mut self, log: &EventLog, m: &Manifest) {
+        if m.committer.is_empty() {
+            return;
+        }
+        let mut problem = None;
+        for (id, e) in &m.producers {
+            if *id == m.committer
+                || e.last_commit_version != m.version
+                || self.epochs.get(id).is_some_and(|b| e.epoch <= *b)
+            {
+                continue;
+            }
+            self.counts.claims_recorded += 1;
+            let key = EpochClaim {
+                producer_id: id.clone(),
+                epoch: e.epoch,
+                incarnation: e.incarnation,
+                max_commit_age_ms: e.max_commit_age_ms,
+            }
+            .key();
+            let found = match self.mtimes.get(&key) {
+                None => Some(format!(
+                    "version {v} (committer {c}) records {id} at epoch {epoch}, but no claim object {key} was ever written",
+                    v = m.version,
+                    c = m.committer,
+                    epoch = e.epoch
+                )),
+                Some(&at) if m.committed_at_ms.saturating_sub(at) > e.max_commit_age_ms => {
+                    Some(format!(
+                        "version {v} (committer {c}) records {id}'s claim of epoch {epoch}, written {age}ms before the version's committed_at_ms, beyond the claim's limit of {limit}ms",
+                        v = m.version,
+                        c = m.committer,
+                        epoch = e.epoch,
+                        age = m.committed_at_ms.saturating_sub(at),
+                        limit = e.max_commit_age_ms
+                    ))
+                }
+                Some(_) => None,
+            };
+            if problem.is_none() {
+                problem = found;
+            }
+        }
+        if let Some(detail) = problem {
+            self.violate(log, "claim-recorded", format!("{detail}: {}", summary(m)));
         }
     }
 
@@ -738,6 +796,14 @@ impl SimBackend {
             .range(prefix.clone()..)
             .take_while(|(k, _)| k.starts_with(&prefix))
             .any(|(k, t)| *t >= since_ms && parse_tgb_key(k).is_some_and(|(_, e, _)| e == epoch))
+            || {
+                // Or its epoch claim object (cooperative opens).
+                let prefix = format!("{CLAIM_DIR}{id}/{epoch:010}.");
+                st.mtimes
+                    .range(prefix.clone()..)
+                    .take_while(|(k, _)| k.starts_with(&prefix))
+                    .any(|(_, t)| *t >= since_ms)
+            }
     }
 
     /// Whether `key` exists right now (ground truth, no faults, no latency).

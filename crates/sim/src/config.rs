@@ -68,11 +68,18 @@ pub enum PlantedBug {
     /// A cooperative committer publishes other producers' uploads whatever their age (no
     /// `max_commit_age` check): uploads GC may already have swept as orphans.
     SkipOthersAgeCheck,
+    /// A cooperative committer records other producers' epoch claims whatever their age
+    /// (no check against the limit a claim key names): a crashed opener's claim fences its
+    /// id's live incarnation long after.
+    RecordOldClaims,
+    /// A cooperative committer records an epoch claim of the epoch an entry already holds,
+    /// under another incarnation (the claim takes the epoch from its live holder).
+    RecordSameEpochClaims,
 }
 
 impl PlantedBug {
     /// Every plant with its `sim --plant` name (store plants at rate 0.5).
-    pub const NAMED: [(&'static str, PlantedBug); 11] = [
+    pub const NAMED: [(&'static str, PlantedBug); 13] = [
         ("overwrite", PlantedBug::CreateOverwrites { rate: 0.5 }),
         ("false-success", PlantedBug::FalseSuccess { rate: 0.5 }),
         ("stale-boundary", PlantedBug::StaleBoundary { rate: 0.5 }),
@@ -84,6 +91,11 @@ impl PlantedBug {
         ("publish-gap", PlantedBug::PublishGap),
         ("publish-stale-epoch", PlantedBug::PublishStaleEpoch),
         ("skip-others-age-check", PlantedBug::SkipOthersAgeCheck),
+        ("record-old-claims", PlantedBug::RecordOldClaims),
+        (
+            "record-same-epoch-claims",
+            PlantedBug::RecordSameEpochClaims,
+        ),
     ];
 
     /// The plant named `name` on the `sim` command line.
@@ -498,6 +510,12 @@ pub struct CoopReport {
     pub versions: u64,
     /// TGBs those versions published for other producers.
     pub published_for_others: u64,
+    /// Epoch claims live cooperative versions recorded for other producers (claim objects
+    /// of `claims/`, `docs/protocol.md` section 14).
+    pub claims_recorded: u64,
+    /// Cooperative openers that crashed right after writing their claim object, before
+    /// claiming themselves (others may record the claim of a process that is gone).
+    pub crashes_after_claim_object: u64,
     /// Fault (a): cooperative committers that crashed between their listing of `tgb/`
     /// and their create (fail point `BeforeCreate` once they had uploaded).
     pub crashes_after_listing: u64,

@@ -105,6 +105,7 @@ fn fail_points(
     rate: f64,
     skip_check: bool,
     coop_crash: Option<u64>,
+    claim_crash: bool,
 ) -> (FailPoints, Option<(FailPoint, u64)>) {
     let armed = rng.random_bool(rate.clamp(0.0, 1.0)).then(|| {
         let point = match rng.random_range(0..3u32) {
@@ -114,7 +115,7 @@ fn fail_points(
         };
         (point, rng.random_range(1..=5u64))
     });
-    if armed.is_none() && coop_crash.is_none() && !skip_check {
+    if armed.is_none() && coop_crash.is_none() && !skip_check && !claim_crash {
         return (FailPoints::default(), None);
     }
     let hits = AtomicU64::new(0);
@@ -129,7 +130,7 @@ fn fail_points(
         let second = coop_crash.is_some_and(|nth| {
             p == FailPoint::BeforeCreate && creates.fetch_add(1, Ordering::SeqCst) + 1 == nth
         });
-        first || second
+        first || second || (claim_crash && p == FailPoint::AfterClaimObject)
     });
     (fp, armed)
 }
@@ -390,12 +391,19 @@ impl Actor {
                 .side
                 .random_bool(self.w.cfg.coop_crash_rate.clamp(0.0, 1.0)))
         .then(|| self.side.random_range(2..=6u64));
+        // Fault: a cooperative opener dies right after its claim object is written.
+        let claim_crash = self.coop
+            && self.w.cfg.coop_crash_rate > 0.0
+            && self
+                .side
+                .random_bool((self.w.cfg.coop_crash_rate / 2.0).clamp(0.0, 1.0));
         let max_commit_age = self.max_commit_age();
         let (fail, armed) = fail_points(
             &mut self.rng,
             self.w.cfg.fail_point_rate,
             self.w.cfg.plant == Some(PlantedBug::SkipStateMapCheck),
             coop_crash,
+            claim_crash,
         );
         let drawn = self
             .rng
@@ -446,7 +454,8 @@ impl Actor {
                 settings.policy,
                 coop_crash
                     .map(|n| format!(", crash before create {n}"))
-                    .unwrap_or_default(),
+                    .unwrap_or_default()
+                    + if claim_crash { ", crash after claim object" } else { "" },
                 if self.w.coop.short_ages {
                     format!(", max_commit_age {}ms", max_commit_age.as_millis())
                 } else {
@@ -491,7 +500,13 @@ impl Actor {
             Err(e) if restartable(&e) || self.known_bug(&e) => {
                 self.w
                     .event(&self.who(), format!("died while opening: {e}"));
-                self.w.count(|t| t.producer_crashes += 1);
+                let after_claim_object = crashed_at(&e, FailPoint::AfterClaimObject);
+                self.w.count(|t| {
+                    t.producer_crashes += 1;
+                    if after_claim_object {
+                        t.crashes_after_claim_object += 1;
+                    }
+                });
                 self.end_life();
                 Ok(None)
             }
@@ -584,10 +599,14 @@ impl Actor {
     /// that had uploaded, a crash before its create comes after its listing of `tgb/`).
     fn crashed(&self, e: &ProducerError) {
         let after_listing = self.coop && crashed_at(e, FailPoint::BeforeCreate);
+        let after_claim_object = crashed_at(e, FailPoint::AfterClaimObject);
         self.w.count(|t| {
             t.producer_crashes += 1;
             if after_listing {
                 t.crashes_after_listing += 1;
+            }
+            if after_claim_object {
+                t.crashes_after_claim_object += 1;
             }
         });
     }

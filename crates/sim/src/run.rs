@@ -66,6 +66,8 @@ impl Plants {
             publish_gap: p == Some(PlantedBug::PublishGap),
             publish_stale_epoch: p == Some(PlantedBug::PublishStaleEpoch),
             skip_others_age_check: p == Some(PlantedBug::SkipOthersAgeCheck),
+            record_old_claims: p == Some(PlantedBug::RecordOldClaims),
+            record_same_epoch_claims: p == Some(PlantedBug::RecordSameEpochClaims),
         };
         Self(plant(consumer), plant_producer(producer))
     }
@@ -437,6 +439,8 @@ async fn simulate(seed: u64, cfg: SimConfig) -> Result<SimReport, SimFailure> {
             }),
             versions: bc.coop_versions,
             published_for_others: bc.published_for_others,
+            claims_recorded: bc.claims_recorded,
+            crashes_after_claim_object: tally.crashes_after_claim_object,
             crashes_after_listing: tally.crashes_after_listing,
             fenced_while_published: bc.fenced_while_published,
             fenced_with_uploads: bc.fenced_with_uploads,

@@ -173,6 +173,7 @@ pub(crate) struct Tally {
     pub(crate) ghosts_prevented: u64,
     pub(crate) coop_incarnations: u64,
     pub(crate) crashes_after_listing: u64,
+    pub(crate) crashes_after_claim_object: u64,
     pub(crate) long_downs: u64,
     pub(crate) listing_stalls: u64,
     pub(crate) tgbs_reclaimed: u64,

@@ -344,13 +344,13 @@ fn planted_bug_is_caught() {
     assert!(f.invariant().is_some(), "{f}");
 }
 
-/// (a) A consumer that ignores the boundary: at seed 3 a probe restoring an older
+/// (a) A consumer that ignores the boundary: at seed 0 a probe restoring an older
 /// checkpoint gets a bare `NotFound` for a reclaimed TGB instead of `DataReclaimed`; from
 /// seed 30 on, probes restoring a checkpoint at a version whose slot a ghost fills are
 /// delivered the ghost's TGB.
 #[test]
 fn planted_skip_boundary_check_is_caught() {
-    caught_by(PlantedBug::SkipBoundaryCheck, &["restore-outcome"], 3);
+    caught_by(PlantedBug::SkipBoundaryCheck, &["restore-outcome"], 0);
 }
 
 /// (b) A boundary log whose newest entry holds less than the one before: readers take
@@ -369,7 +369,7 @@ fn planted_lower_boundary_is_caught() {
             "restore-outcome",
             "live-chain-batch",
         ],
-        1,
+        0,
     );
 }
 
@@ -411,9 +411,9 @@ fn planted_publish_gap_is_caught() {
 }
 
 /// (f) A cooperative committer that publishes a fenced incarnation's leftover (or a
-/// zombie's upload): at seed 7 the version is created (its earlier retained TGBs are of
+/// zombie's upload): at seed 0 the version is created (its earlier retained TGBs are of
 /// the old epoch too, so it is valid on its own) and the ground truth refuses it at once
-/// (`fenced-published`); at seed 67 the committer's own validation refuses it first
+/// (`fenced-published`); at seed 8 the committer's own validation refuses it first
 /// (`candidate-invalid`, `epoch-order`: the producer's retained TGB before it has the
 /// newer epoch).
 #[test]
@@ -421,35 +421,57 @@ fn planted_publish_stale_epoch_is_caught() {
     caught_by(
         PlantedBug::PublishStaleEpoch,
         &["candidate-invalid", "fenced-published", "reader-rules"],
-        7,
+        0,
     );
     let cfg = SimConfig {
         plant: Some(PlantedBug::PublishStaleEpoch),
         ..SimConfig::default()
     };
-    let f = run(67, &cfg).expect_err("seed 67 builds a candidate with a fenced epoch");
+    let f = run(8, &cfg).expect_err("seed 8 builds a candidate with a fenced epoch");
     assert_eq!(f.invariant(), Some("candidate-invalid"), "{f}");
     assert!(f.to_string().contains("epoch-order"), "{f}");
 }
 
-/// (g) A cooperative committer without the age check: at seed 9 it publishes an upload
+/// (g) A cooperative committer without the age check: at seed 8 it publishes an upload
 /// older than its producer's `max_commit_age` (`coop-age`, the rule GC's orphan sweep
-/// relies on); at seed 14524 the harm itself: GC sweeps p0's sequence-1 upload (epoch 2)
-/// as an orphan at 42.2 s, and a committer without the check publishes it afterwards:
-/// version 19 lists a deleted TGB (`published-reclaimed`).
+/// relies on); at seed 10773 the harm itself: GC sweeps p3's sequence-2 upload (epoch 2)
+/// as an orphan at 53.4 s, and a committer without the check publishes it afterwards:
+/// version 33 lists a deleted TGB (`published-reclaimed`).
 #[test]
 fn planted_skip_others_age_check_is_caught() {
     caught_by(
         PlantedBug::SkipOthersAgeCheck,
         &["coop-age", "published-reclaimed", "visible-object-present"],
-        9,
+        8,
     );
     let cfg = SimConfig {
         plant: Some(PlantedBug::SkipOthersAgeCheck),
         ..SimConfig::default()
     };
-    let f = run(14524, &cfg).expect_err("seed 14524 publishes a swept orphan");
+    let f = run(10773, &cfg).expect_err("seed 10773 publishes a swept orphan");
     assert_eq!(f.invariant(), Some("published-reclaimed"), "{f}");
+}
+
+/// (h) A cooperative committer that records epoch claims whatever their age: at seed 20
+/// version 3 records p0's claim of epoch 2, written 2,075 ms before the version, beyond
+/// the claim's limit of 1,827 ms (`claim-recorded`: a crashed opener's claim may fence its
+/// id's live incarnation only while it is younger than that; GC relies on it to sweep
+/// claim objects).
+#[test]
+fn planted_record_old_claims_is_caught() {
+    caught_by(PlantedBug::RecordOldClaims, &["claim-recorded"], 20);
+}
+
+/// (i) A cooperative committer that records a claim of the epoch an entry already holds,
+/// under another incarnation: at seed 9 the version is created and readers refuse it
+/// after the version before (`reader-rules`: the epoch changed hands without growing).
+#[test]
+fn planted_record_same_epoch_claims_is_caught() {
+    caught_by(
+        PlantedBug::RecordSameEpochClaims,
+        &["reader-rules", "candidate-invalid", "claim-recorded"],
+        9,
+    );
 }
 
 #[test]
@@ -462,6 +484,8 @@ fn every_plant_has_a_name() {
         "publish-gap",
         "publish-stale-epoch",
         "skip-others-age-check",
+        "record-old-claims",
+        "record-same-epoch-claims",
     ] {
         assert!(PlantedBug::from_name(name).is_some(), "{name}");
     }

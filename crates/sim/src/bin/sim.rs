@@ -6,7 +6,8 @@
 //! ```
 //! `NAME` is one of `overwrite`, `false-success`, `stale-boundary`, `skip-state-map-check`,
 //! `skip-boundary-check`, `lower-boundary`, `skip-extension-check`, `shared-rank-mark`,
-//! `publish-gap`, `publish-stale-epoch`, `skip-others-age-check` (see `PlantedBug`).
+//! `publish-gap`, `publish-stale-epoch`, `skip-others-age-check`, `record-old-claims`,
+//! `record-same-epoch-claims` (see `PlantedBug`).
 //! `--policy POLICY` (`coop`, `dac`, `naive`, `fixed:K`, `incr`, `aimd`) forces every
 //! producer to that commit policy (`coop` with the run's drawn cadence);
 //! `--without-coop` runs the world before cooperative commits (`SimConfig::without_coop`).
@@ -193,7 +194,7 @@ fn main() -> ExitCode {
                         "seed {seed} digest {:016x} steps {} versions {} grid {:?} groups {:?} incarnations {} crashes {} zombies {} suspends {} \
                          restores {} probes {:?} retired {} conflicts {} ambiguous {} lost-replies {} ghosts {}/{} delayed {} \
                          gc {}/{} deletes-checked {} storage-checks {} reclaimed {:?} faults {:?} virtual {}ms \
-                         coop {}/{} versions {} published {} crash-after-listing {} fenced-while-published {} fenced-with-uploads {} \
+                         coop {}/{} versions {} published {} claims-recorded {} crash-after-claim-object {} crash-after-listing {} fenced-while-published {} fenced-with-uploads {} \
                          long-downs {} listing-stalls {} zombie-uploads {:?} swept-while-held {} stale-tgb-listings {:?} deleted-listed {} short-ages {:?}",
                         r.digest,
                         r.steps,
@@ -224,6 +225,8 @@ fn main() -> ExitCode {
                         r.incarnations,
                         r.coop.versions,
                         r.coop.published_for_others,
+                        r.coop.claims_recorded,
+                        r.coop.crashes_after_claim_object,
                         r.coop.crashes_after_listing,
                         r.coop.fenced_while_published,
                         r.coop.fenced_with_uploads,
