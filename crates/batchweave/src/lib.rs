@@ -70,7 +70,7 @@ pub use batchweave_consumer::{
     Batch, Consumer, ConsumerSettings, ConsumerState, ConsumerStats, MeshConfig, RankConfig,
     ReadMode,
 };
-pub use batchweave_dac::{CoopParams, PolicyKind};
+pub use batchweave_dac::{CoopParams, DacParams, PolicyKind};
 pub use batchweave_gc::{GcReport, GcSettings, GcTask, Reclaimer};
 pub use batchweave_producer::{Producer, ProducerSettings, ProducerStats, SliceLayout};
 pub use batchweave_store::{OpenOptions, StreamStore};

@@ -36,8 +36,9 @@ pub(crate) struct ProduceArgs {
     /// Bytes of every slice (a TGB holds `dp * cp` slices).
     #[arg(long, default_value_t = 4096)]
     slice_bytes: usize,
-    /// Commit policy: `coop` (cooperative commits), `dac`, `naive`, `fixed:K`, `incr` or `aimd`.
-    #[arg(long, default_value = "dac")]
+    /// Commit policy: `coop` (cooperative commits, the default), `dac`, `naive`, `fixed:K`,
+    /// `incr` or `aimd`.
+    #[arg(long, default_value = "coop")]
     policy: String,
     /// Do not commit TGBs more than this many steps ahead of the stream's low-water mark.
     #[arg(long)]

@@ -27,9 +27,12 @@ pub enum PolicyKind {
     Coop(CoopParams),
 }
 
+/// The default is `coop`: cooperative commits keep visibility latency about one round
+/// whatever the producer count, where DAC's grows linearly with it (protocol.md §14;
+/// operations.md says when to pick `dac` instead).
 impl Default for PolicyKind {
     fn default() -> Self {
-        Self::Dac(DacParams::default())
+        Self::Coop(CoopParams::default())
     }
 }
 
@@ -120,7 +123,11 @@ mod tests {
             assert_eq!(kind.build().name(), text);
             assert_eq!(kind.validate(), Ok(()));
         }
-        assert_eq!(" DAC ".parse::<PolicyKind>(), Ok(PolicyKind::default()));
+        assert_eq!(
+            " DAC ".parse::<PolicyKind>(),
+            Ok(PolicyKind::Dac(DacParams::default()))
+        );
+        assert_eq!(PolicyKind::default().to_string(), "coop");
         assert_eq!("Fixed: 7".parse::<PolicyKind>(), Ok(PolicyKind::Fixed(7)));
     }
 

@@ -53,7 +53,7 @@ mod shared;
 mod stats;
 mod stream;
 
-pub use batchweave_dac::{CoopParams, PolicyKind};
+pub use batchweave_dac::{CoopParams, DacParams, PolicyKind};
 pub use descriptor::tgb_descriptor;
 pub use error::ProducerError;
 pub use producer::{AppendReceipt, Producer, ProducerBuilder};

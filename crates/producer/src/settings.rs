@@ -11,7 +11,8 @@ pub use batchweave_tgb::SliceLayout;
 /// Tunables of a [`Producer`](crate::Producer). Use `..Default::default()`.
 #[derive(Debug, Clone)]
 pub struct ProducerSettings {
-    /// When to attempt a commit (DAC by default; the paper's baselines for comparison).
+    /// When to attempt a commit (`coop`, cooperative commits, by default; DAC and the
+    /// paper's baselines for comparison).
     pub policy: PolicyKind,
     /// Uploaded-but-uncommitted TGBs allowed before `append` waits (>= 1).
     pub max_buffered: usize,

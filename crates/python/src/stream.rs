@@ -134,7 +134,7 @@ impl Stream {
 
     /// Opens (claims the epoch of) producer `id`; see `Producer`.
     #[pyo3(signature = (
-        id, *, policy = "dac", max_lag = None, max_buffered = None, lag_poll = None,
+        id, *, policy = "coop", max_lag = None, max_buffered = None, lag_poll = None,
         multipart_threshold = None, multipart_part_size = None, max_commit_age = None,
         seed = None, single_worker = false, slice_layout = "auto"
     ))]

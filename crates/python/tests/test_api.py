@@ -84,7 +84,7 @@ def test_append_reads_buffers_in_place_and_lets_go(target: Target) -> None:
 
 def test_policies_by_cli_name(local: Target) -> None:
     stream = local.open()
-    for i, policy in enumerate(["dac", "naive", "fixed:3", "incr", "aimd"]):
+    for i, policy in enumerate(["coop", "dac", "naive", "fixed:3", "incr", "aimd"]):
         with stream.producer(f"p{i}", policy=policy) as p:
             p.append([b"x"], dp=1, cp=1, source_offset=1)
     with pytest.raises(bw.InvalidError, match="policy"):

@@ -9,7 +9,8 @@ use crate::PlantedBug;
 use batchweave_chain::ChainError;
 use batchweave_manifest::{DecodeLimits, decode_manifest};
 use batchweave_producer::{
-    FailPoint, FailPoints, PolicyKind, Producer, ProducerError, ProducerSettings, ProducerStats,
+    DacParams, FailPoint, FailPoints, PolicyKind, Producer, ProducerError, ProducerSettings,
+    ProducerStats,
 };
 use batchweave_store::StreamStore;
 use batchweave_tgb::{Grid, payload};
@@ -92,7 +93,7 @@ fn pick_policy(rng: &mut StdRng) -> PolicyKind {
         1 => PolicyKind::Fixed(rng.random_range(1..=3)),
         2 => PolicyKind::Aimd,
         3 => PolicyKind::Incr,
-        _ => PolicyKind::default(),
+        _ => PolicyKind::Dac(DacParams::default()),
     }
 }
 

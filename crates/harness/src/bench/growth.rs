@@ -18,7 +18,7 @@ use batchweave::manifest::{
     GcBoundary, GroupLayout, Manifest, Watermark, encode_group_layout, encode_watermark,
     group_layout_key, manifest_key, position_name, try_encode_manifest, watermark_key,
 };
-use batchweave::{GcSettings, PolicyKind, ProducerSettings, Reclaimer, Stream};
+use batchweave::{DacParams, GcSettings, PolicyKind, ProducerSettings, Reclaimer, Stream};
 use batchweave_manifest::testing::SyntheticHistory;
 use bytes::Bytes;
 use serde_json::json;
@@ -114,7 +114,7 @@ async fn arm(env: &Env, v: u64, trim: bool, window: Duration) -> anyhow::Result<
         let builder = stream
             .producer(format!("p{i:04}"))
             .settings(ProducerSettings {
-                policy: PolicyKind::default(),
+                policy: PolicyKind::Dac(DacParams::default()),
                 max_lag: trim.then_some(MAX_LAG),
                 lag_poll: Duration::from_millis(20),
                 seed: Some(env.seed.wrapping_add(i as u64)),

@@ -106,7 +106,7 @@ class Stream:
         self,
         id: str,
         *,
-        policy: str = "dac",
+        policy: str = "coop",
         max_lag: Optional[int] = None,
         max_buffered: Optional[int] = None,
         lag_poll: Optional[float] = None,
