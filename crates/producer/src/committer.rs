@@ -147,6 +147,10 @@ pub(crate) struct Listing {
     claims: Vec<ObjectInfo>,
 }
 
+/// Reads of a version that the held chain lists, before an open-race check takes it
+/// for deleted.
+const VERSION_REREADS: usize = 3;
+
 /// Epoch claims one version records at most (each adds or changes one entry).
 const MAX_CLAIMS_PER_VERSION: usize = 1024;
 
@@ -330,7 +334,24 @@ impl Committer {
         let at_v = if current.version == v {
             Some(current.clone())
         } else {
-            self.follower.chain().read_version(v).await?.map(Arc::new)
+            // The held chain lists `v`, so a read that finds nothing is stale or comes
+            // after GC deleted it: read again, and if it is still not there, treat it as
+            // deleted (older than this open). Seed 7646 of the simulation: a stale miss
+            // was dated by the version's own `last_modified`, as if our id had created
+            // it, while another producer's cooperative commit had recorded a dead
+            // incarnation's epoch claim there, and a restart was taken for a concurrent
+            // open.
+            let mut read = None;
+            for _ in 0..VERSION_REREADS {
+                read = self.follower.chain().read_version(v).await?;
+                if read.is_some() {
+                    break;
+                }
+            }
+            match read {
+                Some(m) => Some(Arc::new(m)),
+                None => return Ok(false),
+            }
         };
         let key = match at_v.filter(|m| !m.committer.is_empty() && m.committer != self.me.id) {
             Some(m) => {
