@@ -47,6 +47,11 @@ pub(crate) struct LoadArgs {
     /// GC; 0 turns GC off (the manifest then keeps every step, `tgb/` every object).
     #[arg(long, default_value_t = 1.0)]
     gc_interval_secs: f64,
+    /// Do not commit TGBs more than this many steps ahead of the ranks' last checkpoint
+    /// (the producers' `max_lag`; default unbounded). Bounds what the manifest retains and
+    /// what `tgb/` holds, as a deployment would.
+    #[arg(long)]
+    max_lag: Option<u64>,
 }
 
 /// Runs `batchweave load`.
@@ -76,17 +81,20 @@ pub(crate) async fn run(a: LoadArgs) -> Result<()> {
             .then(|| Duration::try_from_secs_f64(a.gc_interval_secs))
             .transpose()
             .context("--gc-interval-secs")?,
+        max_lag: a.max_lag,
     };
     let stream = open_stream(&a.store).await?;
     let (dp, cp) = cfg.grid();
     println!(
-        "load: {} producers ({policy}), {} ranks (DP={dp} x CP={cp}), {} s, error rate {}, gc {}, store {}",
+        "load: {} producers ({policy}), {} ranks (DP={dp} x CP={cp}), {} s, error rate {}, gc {}, max_lag {}, store {}",
         a.producers,
         a.ranks,
         a.duration_secs,
         a.error_rate,
         cfg.gc_interval
             .map_or_else(|| "off".to_owned(), |d| format!("every {:?}", d)),
+        cfg.max_lag
+            .map_or_else(|| "unbounded".to_owned(), |l| l.to_string()),
         a.store
     );
     let bars = Bars::new("{prefix:>8} [{bar:40}] {pos}/{len} s {msg}", true);

@@ -44,6 +44,11 @@ pub struct LoadConfig {
     /// runs GC (`None`: nothing is reclaimed, the manifest keeps every step and `tgb/`
     /// every object of the run).
     pub gc_interval: Option<Duration>,
+    /// The producers' `max_lag` (`None`: unbounded): commits wait while they would be more
+    /// than this many steps ahead of the ranks' last checkpoint, which bounds what the
+    /// manifest retains and what `tgb/` holds, as a deployment bounds them. Needs
+    /// `gc_interval` (GC writes the boundary the producers wait on).
+    pub max_lag: Option<u64>,
 }
 
 impl Default for LoadConfig {
@@ -58,6 +63,7 @@ impl Default for LoadConfig {
             observe_poll: Duration::from_millis(20),
             policy: PolicyKind::default(),
             gc_interval: Some(Duration::from_secs(1)),
+            max_lag: None,
         }
     }
 }
@@ -163,6 +169,10 @@ pub async fn run(base: &Stream, a: &LoadConfig, progress: &dyn Progress) -> Resu
     ensure!(
         (0.0..0.5).contains(&a.error_rate),
         "--error-rate must be in [0, 0.5)"
+    );
+    ensure!(
+        a.max_lag.is_none() || a.gc_interval.is_some(),
+        "--max-lag needs GC (--gc-interval-secs above 0): producers wait for the boundary GC writes"
     );
     let clock = base.store().clock().clone();
     let fault = Arc::new(FaultStore::new(
@@ -292,6 +302,7 @@ async fn producer(
     let id = format!("load-{i}");
     let settings = ProducerSettings {
         policy: a.policy,
+        max_lag: a.max_lag,
         seed: Some(a.seed ^ u64::from(i)),
         ..Default::default()
     };
@@ -389,7 +400,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_short_load_with_faults_loses_nothing() {
-        for policy in ["coop", "dac"] {
+        for (policy, max_lag) in [("coop", None), ("dac", None), ("coop", Some(8))] {
             let stream = Stream::open("memory:///").await.unwrap();
             let cfg = LoadConfig {
                 producers: 3,
@@ -401,6 +412,7 @@ mod tests {
                 observe_poll: Duration::from_millis(20),
                 policy: policy.parse().unwrap(),
                 gc_interval: Some(Duration::from_millis(200)),
+                max_lag,
             };
             let r = run(&stream, &cfg, &NoProgress).await.unwrap();
             assert!(r.passed(), "{r:?}");
