@@ -48,7 +48,8 @@ pub(crate) struct LoadArgs {
     #[arg(long, default_value_t = 1.0)]
     gc_interval_secs: f64,
     /// Do not commit TGBs more than this many steps ahead of the ranks' last checkpoint
-    /// (the producers' `max_lag`; default unbounded). Bounds what the manifest retains and
+    /// (the producers' `max_lag`, above 10, the ranks' checkpoint interval; default
+    /// unbounded). Bounds what the manifest retains and
     /// what `tgb/` holds, as a deployment would.
     #[arg(long)]
     max_lag: Option<u64>,

@@ -51,6 +51,9 @@ pub struct LoadConfig {
     pub max_lag: Option<u64>,
 }
 
+/// Steps between two checkpoints of a load run's ranks.
+pub const CHECKPOINT_EVERY: u64 = 10;
+
 impl Default for LoadConfig {
     fn default() -> Self {
         Self {
@@ -173,6 +176,10 @@ pub async fn run(base: &Stream, a: &LoadConfig, progress: &dyn Progress) -> Resu
     ensure!(
         a.max_lag.is_none() || a.gc_interval.is_some(),
         "--max-lag needs GC (--gc-interval-secs above 0): producers wait for the boundary GC writes"
+    );
+    ensure!(
+        a.max_lag.is_none_or(|l| l > CHECKPOINT_EVERY),
+        "--max-lag must be above {CHECKPOINT_EVERY}, the ranks' checkpoint interval: the ranks could never checkpoint past the producers' limit"
     );
     let clock = base.store().clock().clone();
     let fault = Arc::new(FaultStore::new(
@@ -329,7 +336,7 @@ async fn producer(
 }
 
 /// Rank `r` of group `load`: reads every step until `total` (known once the producers
-/// stopped), verifies every byte, checkpoints every 10 steps; returns what it saw.
+/// stopped), verifies every byte, checkpoints every [`CHECKPOINT_EVERY`] steps; returns what it saw.
 async fn rank(
     stream: Stream,
     a: LoadConfig,
@@ -357,7 +364,7 @@ async fn rank(
         }
         step += 1;
         consumed.fetch_add(1, Ordering::Relaxed);
-        if step.is_multiple_of(10) {
+        if step.is_multiple_of(CHECKPOINT_EVERY) {
             let st = c.state();
             c.checkpoint_committed(&st).await?;
         }
@@ -398,9 +405,32 @@ mod tests {
     use super::*;
     use crate::progress::NoProgress;
 
+    #[tokio::test]
+    async fn max_lag_misconfigurations_are_refused_with_what_to_fix() {
+        let stream = Stream::open("memory:///").await.unwrap();
+        for (max_lag, gc_interval, fix) in [
+            (20, None, "--gc-interval-secs"),
+            (
+                CHECKPOINT_EVERY,
+                Some(Duration::from_secs(1)),
+                "checkpoint interval",
+            ),
+        ] {
+            let cfg = LoadConfig {
+                max_lag: Some(max_lag),
+                gc_interval,
+                ..LoadConfig::default()
+            };
+            let Err(e) = run(&stream, &cfg, &NoProgress).await else {
+                panic!("max_lag {max_lag}, gc {gc_interval:?} was accepted");
+            };
+            assert!(e.to_string().contains(fix), "{e}");
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_short_load_with_faults_loses_nothing() {
-        for (policy, max_lag) in [("coop", None), ("dac", None), ("coop", Some(8))] {
+        for (policy, max_lag) in [("coop", None), ("dac", None), ("coop", Some(20))] {
             let stream = Stream::open("memory:///").await.unwrap();
             let cfg = LoadConfig {
                 producers: 3,
