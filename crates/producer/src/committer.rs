@@ -62,8 +62,9 @@ pub(crate) struct Committer {
     pub(crate) rng: StdRng,
     pub(crate) shared: Arc<Shared>,
     pub(crate) permits: Arc<Semaphore>,
-    /// The version of the last create this producer sent: an entry that a later read
-    /// shows advanced at another version was advanced by another producer's commit.
+    /// The version of the last create this producer sent that may have taken effect
+    /// (one refused with a conflict did not, and is forgotten): an entry that a later
+    /// read shows advanced at another version was advanced by another producer's commit.
     pub(crate) last_sent: Option<u64>,
     /// The `committed_at_ms` of that create's candidate: an entry that records the same
     /// version at another `last_commit_ms` was advanced by another producer's commit of
@@ -469,6 +470,7 @@ impl Committer {
             tracing::debug_span!("commit", producer = %self.me.id, version = v, tgbs = proposal.n);
         let bytes = try_encode_manifest(&proposal.candidate, &self.settings.limits)?;
         self.crash_if(FailPoint::BeforeCreate)?;
+        let earlier = (self.last_sent, self.last_sent_ms);
         self.last_sent = Some(v);
         self.last_sent_ms = proposal.candidate.committed_at_ms;
         let created = self
@@ -476,6 +478,12 @@ impl Committer {
             .create(&manifest_key(v), bytes)
             .instrument(span.clone())
             .await;
+        if matches!(created, Err(StoreError::Conflict { .. })) {
+            // Refused: this create had no effect (creates are never retried, so a
+            // conflict is not our own earlier request), and the version that took the
+            // number is never ours, even if it carries the same commit time.
+            (self.last_sent, self.last_sent_ms) = earlier;
+        }
         self.crash_if(FailPoint::AfterCreate)?;
         // The fragile window: from reading the current version to the end of the create.
         let tau = clock.now().saturating_duration_since(t0);

@@ -363,6 +363,90 @@ async fn a_batch_published_by_the_version_we_raced_for_is_not_a_lost_reply() {
     );
 }
 
+/// A wall clock that never moves: every candidate carries the same commit time, as
+/// candidates prepared in the same millisecond do (256 producers racing for a version).
+#[derive(Debug)]
+struct FrozenWallClock;
+
+impl batchweave_store::Clock for FrozenWallClock {
+    fn now(&self) -> tokio::time::Instant {
+        tokio::time::Instant::now()
+    }
+    fn sleep(
+        &self,
+        d: Duration,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'static>> {
+        batchweave_store::TokioClock::system().sleep(d)
+    }
+    fn unix_millis(&self) -> u64 {
+        1_700_000_000_000
+    }
+}
+
+/// The same race when the loser next holds a later version (the winner committed again)
+/// and both candidates carry the same commit time: a create refused with a conflict had
+/// no effect, so the version that published the batch is not taken for ours (a load with
+/// no injected errors counted 4 "lost replies recovered" this way).
+#[tokio::test]
+async fn a_conflicted_create_is_never_taken_for_a_lost_reply_even_in_the_same_millisecond() {
+    let store = StreamStore::in_memory().with_clock(Arc::new(FrozenWallClock));
+    let creates = Arc::new(AtomicU32::new(0));
+    let (c, other) = (creates.clone(), store.clone());
+    let fp = FailPoints::new(move |p| {
+        if p == FailPoint::BeforeCreate && c.fetch_add(1, Ordering::SeqCst) == 1 {
+            let s = other.clone();
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async {
+                    let mut b = Producer::builder(s, "b")
+                        .settings(coop())
+                        .open()
+                        .await
+                        .unwrap();
+                    assert_eq!(b.stats().tgbs_published_for_others, 3);
+                    // A second version after the one a races for.
+                    b.append(2, 1, slices("b", 1, 2), 1).await.unwrap();
+                    b.close().await.unwrap();
+                });
+            })
+            .join()
+            .unwrap();
+        }
+        false
+    });
+    let mut a = Producer::builder(store.clone(), "a")
+        .settings(ProducerSettings {
+            policy: "fixed:100".parse().unwrap(),
+            ..coop()
+        })
+        .fail_points(fp)
+        .open()
+        .await
+        .unwrap();
+    for off in 1..=3 {
+        a.append(2, 1, slices("a", off, 2), off).await.unwrap();
+    }
+    let st = a.close().await.unwrap();
+    assert_eq!(creates.load(Ordering::SeqCst), 2, "{st:?}");
+    assert_eq!(st.conflicts, 1, "{st:?}");
+    assert_eq!(st.tgbs_published_by_others, 3, "{st:?}");
+    assert_eq!(st.lost_replies_recovered, 0, "{st:?}");
+    assert_eq!(st.successes, 1, "only a's claim was its own: {st:?}");
+    let newest = check_chain(&store).await;
+    assert_eq!(newest.producers["a"].last_sequence, 3);
+    assert_eq!(
+        newest.producers["a"].last_commit_version,
+        newest.version - 1
+    );
+    assert_eq!(
+        check_exactly_once(&store, &newest).await["a"],
+        vec![1, 2, 3]
+    );
+}
+
 /// A store on a paused clock with 40 ms a request, where 8 producers have claimed: with
 /// `a`, 9 active producers, and DAC's gap (about 155 fragile windows of 80-120 ms) is
 /// longer than the schedule's 9 rounds of 1 s, so `a` keeps to its turns.
