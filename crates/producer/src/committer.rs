@@ -131,6 +131,25 @@ fn claim_backoff_ceiling(conflicts: u32, window: Duration) -> Duration {
 /// a commit clears it.
 const OFFERS_REUSE: Duration = Duration::from_secs(1);
 
+/// The longest a full buffer or a cooperative flush waits for others to publish it, in
+/// rounds, however busy the chain is (others that commit and never list our uploads must
+/// not hold them back for long).
+const FULL_WAIT_ROUNDS: u32 = 8;
+
+/// A full buffer's (or a cooperative flush's) wait for others to publish it
+/// ([`Committer::when_full`]).
+#[derive(Debug, Clone, Copy)]
+struct FullWait {
+    /// When the wait began.
+    since: tokio::time::Instant,
+    /// When it last saw the chain advance.
+    progress: tokio::time::Instant,
+    /// The newest version it has seen.
+    version: u64,
+    /// How long it waits without seeing the chain advance.
+    patience: Duration,
+}
+
 /// An entry whose `last_commit_ms` is older than this, against the base's
 /// `committed_at_ms`, is not counted as an active producer by a cooperative cadence.
 const ACTIVE_WINDOW_MS: u64 = 60_000;
@@ -915,8 +934,8 @@ impl Committer {
         // Single-worker mode: the worker, held from the first attempt of a
         // run of attempts until the policy wants to wait.
         let mut worker: Option<tokio::sync::OwnedMutexGuard<()>> = None;
-        // Since when a full buffer has waited for others to publish it (cooperative).
-        let mut full_since = None;
+        // A full buffer's (or a cooperative flush's) wait for others to publish it.
+        let mut full_since: Option<FullWait> = None;
         loop {
             while let Ok(m) = rx.try_recv() {
                 self.take(m, &mut flushers);
@@ -931,7 +950,7 @@ impl Committer {
             }
             let decision = if self.pending.is_empty() {
                 Decision::NeedMoreData
-            } else if !flushers.is_empty() {
+            } else if !flushers.is_empty() && !self.policy.cooperative() {
                 // A flush: commit now whatever the policy's batch size.
                 Decision::CommitNow
             } else {
@@ -939,22 +958,20 @@ impl Committer {
                     clock.now().saturating_duration_since(t_last),
                     self.pending.len(),
                 );
-                if self.pending.len() < self.settings.max_buffered
-                    || matches!(by_policy, Decision::CommitNow)
-                {
+                if !self.waiting(&flushers) || matches!(by_policy, Decision::CommitNow) {
                     by_policy
                 } else {
-                    // A full buffer: appenders are waiting for room.
-                    match self.when_full(&mut full_since).await {
+                    // A full buffer (appenders are waiting for room) or a cooperative
+                    // flush (its caller waits for the pending TGBs to be published).
+                    match self.when_full(&mut full_since, !flushers.is_empty()).await {
                         Some(d) => d,
-                        // Others published some of it: there is room again.
+                        // Others published some of it (there is room again), or all of
+                        // what a flush waits for.
                         None => continue,
                     }
                 }
             };
-            if matches!(decision, Decision::CommitNow)
-                || self.pending.len() < self.settings.max_buffered
-            {
+            if matches!(decision, Decision::CommitNow) || !self.waiting(&flushers) {
                 full_since = None;
             }
             if !matches!(decision, Decision::CommitNow) {
@@ -1020,24 +1037,52 @@ impl Committer {
         }
     }
 
-    /// What a full buffer does. A policy that publishes only its own producer's TGBs
-    /// commits at once (whatever its gap: the appenders wait). Under a cooperative one,
-    /// some other producer's turn is likely to publish the buffer within a round, and an
-    /// attempt out of turn would mostly conflict with it: so for up to two rounds
-    /// (`full_since` on) the producer reads the chain every quarter round, as an attempt
-    /// does before it prepares (the boundary when it is old, then the next versions), and
-    /// releases what others published (`None`: there is room again); only then does it
-    /// attempt itself. A read error ends the wait: the attempt reports it as it would.
+    /// Whether someone waits on the pending TGBs: appenders for room in a full buffer,
+    /// or, under a cooperative policy, a flush for all of them to be published.
+    fn waiting(&self, flushers: &[oneshot::Sender<Result<(), ProducerError>>]) -> bool {
+        self.pending.len() >= self.settings.max_buffered
+            || (!flushers.is_empty() && self.policy.cooperative())
+    }
+
+    /// What a full buffer, or a cooperative flush (`flushing`), does. A policy that
+    /// publishes only its own producer's TGBs commits at once (whatever its gap: the
+    /// appenders wait). Under a cooperative one, some other producer's turn is likely to
+    /// publish the buffer within a round, and an attempt out of turn would mostly
+    /// conflict with it: so while others commit (until two to four rounds pass without a
+    /// new version, and for at most [`FULL_WAIT_ROUNDS`] rounds in all) the producer reads the
+    /// chain every quarter round, as an attempt does before it prepares (the boundary when
+    /// it is old, then the next versions), and releases what others published (`None`:
+    /// there is room again, or for a flush nothing is pending); only then does it attempt
+    /// itself, and its own turns come as usual meanwhile. A read error ends the wait: the
+    /// attempt reports it as it would.
+    ///
+    /// A flush that attempted at once, and again at once after every conflict, made a
+    /// pool that closes together (the end of a job) a storm: 256 producers closing on a
+    /// local directory made about 550 creates for 14 commits, and the last upload became
+    /// visible 8-17 s after production ended.
     async fn when_full(
         &mut self,
-        full_since: &mut Option<tokio::time::Instant>,
+        full_since: &mut Option<FullWait>,
+        flushing: bool,
     ) -> Option<Decision> {
         let Some(round) = self.policy.round().filter(|_| self.policy.cooperative()) else {
             return Some(Decision::CommitNow);
         };
         let now = self.store.clock().now();
-        let since = *full_since.get_or_insert(now);
-        if now.saturating_duration_since(since) >= round.saturating_mul(2) {
+        let version = self.follower.current().version;
+        let w = *full_since.get_or_insert_with(|| FullWait {
+            since: now,
+            progress: now,
+            version,
+            // Two to four rounds, from the seeded RNG: a pool whose flushes began together
+            // (the end of a job) must not give up together and attempt all at once.
+            patience: round
+                .saturating_mul(2)
+                .mul_f64(1.0 + self.rng.random::<f64>()),
+        });
+        let idle = now.saturating_duration_since(w.progress);
+        let total = now.saturating_duration_since(w.since);
+        if idle >= w.patience || total >= round.saturating_mul(FULL_WAIT_ROUNDS) {
             return Some(Decision::CommitNow);
         }
         self.shared.stats_mut(|s| s.full_buffer_reads += 1);
@@ -1045,9 +1090,22 @@ impl Committer {
             tracing::debug!(producer = %self.me.id, error = %e, "catch-up read failed");
             return Some(Decision::CommitNow);
         }
-        if self.pending.len() < self.settings.max_buffered {
+        let released = if flushing {
+            self.pending.is_empty()
+        } else {
+            self.pending.len() < self.settings.max_buffered
+        };
+        if released {
             *full_since = None;
             return None;
+        }
+        let current = self.follower.current().version;
+        if let Some(w) = full_since.as_mut()
+            && current > w.version
+        {
+            // Others commit: the next of their rounds is likely to publish ours.
+            w.version = current;
+            w.progress = now;
         }
         Some(Decision::WaitFor((round / 4).max(Duration::from_millis(1))))
     }

@@ -335,6 +335,12 @@ impl Producer {
 
     /// Commits everything appended so far (bypassing the commit policy, but
     /// honouring `max_lag`) and returns once it is visible.
+    ///
+    /// Under a cooperative policy (`coop`) others' commits publish the flushed uploads
+    /// as well: the flush waits for them, reading the chain every quarter round, as long
+    /// as the chain advances (for at most 8 rounds), and commits itself at its own turn
+    /// or when nobody has committed for two to four rounds. A pool that flushes together
+    /// (the end of a job) so needs about one create, not one or more per producer.
     pub async fn flush(&self) -> Result<(), ProducerError> {
         self.check_alive()?;
         let (tx, rx) = oneshot::channel();

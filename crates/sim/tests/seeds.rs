@@ -406,22 +406,22 @@ fn planted_publish_gap_is_caught() {
             "reader-rules",
             "reader-refused",
         ],
-        1,
+        13,
     );
 }
 
 /// (f) A cooperative committer that publishes a fenced incarnation's leftover (or a
-/// zombie's upload): at seed 0 the version is created (its earlier retained TGBs are of
-/// the old epoch too, so it is valid on its own) and the ground truth refuses it at once
-/// (`fenced-published`); at seed 8 the committer's own validation refuses it first
+/// zombie's upload): at seed 8 the committer's own validation refuses the candidate
 /// (`candidate-invalid`, `epoch-order`: the producer's retained TGB before it has the
-/// newer epoch).
+/// newer epoch); at seed 16 the version is created (its earlier retained TGBs are of the
+/// old epoch too, so it is valid on its own) and the ground truth refuses it at once
+/// (`fenced-published`).
 #[test]
 fn planted_publish_stale_epoch_is_caught() {
     caught_by(
         PlantedBug::PublishStaleEpoch,
         &["candidate-invalid", "fenced-published", "reader-rules"],
-        0,
+        8,
     );
     let cfg = SimConfig {
         plant: Some(PlantedBug::PublishStaleEpoch),
@@ -430,13 +430,15 @@ fn planted_publish_stale_epoch_is_caught() {
     let f = run(8, &cfg).expect_err("seed 8 builds a candidate with a fenced epoch");
     assert_eq!(f.invariant(), Some("candidate-invalid"), "{f}");
     assert!(f.to_string().contains("epoch-order"), "{f}");
+    let f = run(16, &cfg).expect_err("seed 16 creates a version with a fenced epoch");
+    assert_eq!(f.invariant(), Some("fenced-published"), "{f}");
 }
 
 /// (g) A cooperative committer without the age check: at seed 8 it publishes an upload
 /// older than its producer's `max_commit_age` (`coop-age`, the rule GC's orphan sweep
-/// relies on); at seed 10773 the harm itself: GC sweeps p3's sequence-2 upload (epoch 2)
-/// as an orphan at 53.4 s, and a committer without the check publishes it afterwards:
-/// version 33 lists a deleted TGB (`published-reclaimed`).
+/// relies on); at seed 12685 the harm itself: GC sweeps p2's sequence-3 upload as an
+/// orphan at 35.5 s, and a committer without the check publishes it afterwards: version
+/// 22 lists a deleted TGB (`published-reclaimed`).
 #[test]
 fn planted_skip_others_age_check_is_caught() {
     caught_by(
@@ -448,7 +450,7 @@ fn planted_skip_others_age_check_is_caught() {
         plant: Some(PlantedBug::SkipOthersAgeCheck),
         ..SimConfig::default()
     };
-    let f = run(10773, &cfg).expect_err("seed 10773 publishes a swept orphan");
+    let f = run(12685, &cfg).expect_err("seed 12685 publishes a swept orphan");
     assert_eq!(f.invariant(), Some("published-reclaimed"), "{f}");
 }
 
@@ -463,14 +465,14 @@ fn planted_record_old_claims_is_caught() {
 }
 
 /// (i) A cooperative committer that records a claim of the epoch an entry already holds,
-/// under another incarnation: at seed 9 the version is created and readers refuse it
+/// under another incarnation: at seed 14 the version is created and readers refuse it
 /// after the version before (`reader-rules`: the epoch changed hands without growing).
 #[test]
 fn planted_record_same_epoch_claims_is_caught() {
     caught_by(
         PlantedBug::RecordSameEpochClaims,
         &["reader-rules", "candidate-invalid", "claim-recorded"],
-        9,
+        14,
     );
 }
 
