@@ -372,10 +372,7 @@ impl batchweave_store::Clock for FrozenWallClock {
     fn now(&self) -> tokio::time::Instant {
         tokio::time::Instant::now()
     }
-    fn sleep(
-        &self,
-        d: Duration,
-    ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
+    fn sleep(&self, d: Duration) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
         batchweave_store::TokioClock::system().sleep(d)
     }
     fn unix_millis(&self) -> u64 {
